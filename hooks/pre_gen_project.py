@@ -1,0 +1,118 @@
+"""Refuse answers that cannot produce a working project, before anything is written.
+
+Cookiecutter renders this file with Jinja and runs it with the interpreter that runs cookiecutter,
+so it uses the standard library only, and every answer comes in as JSON data: quotes or code in an
+answer can neither break this file nor run.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+import sys
+from pathlib import PurePosixPath, PureWindowsPath
+
+# Cookiecutter renders the answers as JSON into this raw string; main() parses them back as data.
+RENDERED_ANSWERS = r"""{{ cookiecutter | tojson }}"""
+
+# Import names that would shadow a module the generated project imports (or its tools do).
+THIRD_PARTY_MODULES = frozenset(
+    {"torch", "torch_npu", "torchair", "npugraph_ex", "numpy", "yaml", "pytest", "nox", "ruff"}
+)
+# Names the generated modules bind themselves: a model class called one of these would clash.
+GENERATED_NAMES = frozenset(
+    {"torch", "nn", "F", "Backend", "select_backend", "cache_compile", "infer_one_step"}
+)
+SLUG = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
+
+
+def check_identifier(name: str, what: str) -> str | None:
+    """Return why `name` can't be a Python identifier, or None."""
+    if not name.isidentifier() or not name.isascii():
+        return f"is not a valid {what} (letters, digits and _, not starting with a digit)"
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        return f"is a Python keyword, so it can't be a {what}"
+    return None
+
+
+def check_package_name(name: str) -> str | None:
+    """Return why `name` can't be the import name, or None."""
+    if problem := check_identifier(name, "Python import name"):
+        return problem + "; set package_name, e.g. my_project"
+    if name in sys.stdlib_module_names or name in THIRD_PARTY_MODULES or name in {"tests", "src"}:
+        return f"would shadow the module `{name}` that the project or its tools import; pick another name"
+    return None
+
+
+def check_slug(slug: str) -> str | None:
+    if not SLUG.fullmatch(slug):
+        return "is not a valid folder and distribution name; use lowercase letters, digits and dashes, e.g. my-project"
+    return None
+
+
+def check_model_class(name: str) -> str | None:
+    if problem := check_identifier(name, "class name"):
+        return problem + "; e.g. TinyBlock"
+    if name in GENERATED_NAMES:
+        return f"clashes with the name `{name}` the generated code already uses; e.g. TinyBlock"
+    return None
+
+
+def check_input_shape(text: str) -> str | None:
+    dims = [part.strip() for part in text.split(",")]
+    if not all(dim.isdigit() and dim.isascii() and int(dim) > 0 for dim in dims):
+        return "is not a comma-separated list of positive integers; e.g. 2, 8, 32"
+    if len(dims) < 2:
+        return "needs at least two dimensions, (..., sequence, hidden), because the model attends over the sequence; e.g. 2, 8, 32"
+    return None
+
+
+def check_cache_dir(path: str) -> str | None:
+    if not path.strip():
+        return "is empty; use a relative folder such as .torchair_cache"
+    if PurePosixPath(path).is_absolute() or PureWindowsPath(path).anchor or path.startswith("~"):
+        return "must be relative to where the MRE runs (cache_compile resolves it against the working directory); e.g. .torchair_cache"
+    if ".." in PureWindowsPath(path).parts:
+        return "must not climb out of the working directory with ..; e.g. .torchair_cache"
+    return None
+
+
+def check_email(email: str) -> str | None:
+    if not EMAIL.fullmatch(email):
+        return "is not an email address; e.g. you@example.com"
+    return None
+
+
+CHECKS = {
+    "project_slug": check_slug,
+    "package_name": check_package_name,
+    "model_class": check_model_class,
+    "input_shape": check_input_shape,
+    "cache_dir": check_cache_dir,
+    "author_email": check_email,
+}
+
+
+def problems(answers: dict[str, object]) -> list[str]:
+    """One `ERROR:` line per answer that can't work: the variable, the value and the fix."""
+    found = []
+    if not str(answers["project_name"]).strip():
+        found.append("ERROR: project_name is empty; give the project a name, e.g. NPU Graph Demo")
+    for variable, check in CHECKS.items():
+        value = str(answers[variable])
+        if problem := check(value):
+            found.append(f"ERROR: {variable}={value!r} {problem}")
+    return found
+
+
+def main() -> int:
+    errors = problems(json.loads(RENDERED_ANSWERS))
+    for line in errors:
+        print(line, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""Developer tasks: `nox` runs lint and tests; `nox -s mre` runs the minimal reproducible example."""
+
+import nox
+
+nox.needs_version = ">=2024.10.9"
+nox.options.sessions = ["lint", "tests"]
+# torch is large: reuse each session's environment instead of reinstalling it on every run.
+nox.options.reuse_venv = "yes"
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Ruff lint and format check."""
+    session.install("ruff>=0.8")
+    session.run("ruff", "check", *session.posargs)
+    session.run("ruff", "format", "--check")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite (NPU-only tests skip themselves off-NPU)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def mre(session: nox.Session) -> None:
+    """One inference step, with the report of what ran and why."""
+    session.install("-e", ".")
+    session.run("python", "-m", "{{ cookiecutter.package_name }}.mre")

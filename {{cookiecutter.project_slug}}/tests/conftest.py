@@ -1,0 +1,46 @@
+"""Shared test setup: the `npu` marker, and the MRE run once for the whole suite."""
+
+# Before torch: the package switches off torch's device-backend autoload (see its __init__.py),
+# which would otherwise make `import torch` fail where torch_npu is installed but CANN is not.
+import {{ cookiecutter.package_name }}  # noqa: F401
+
+# isort: split
+import contextlib
+import io
+from typing import NamedTuple
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+from {{ cookiecutter.package_name }}.backend import npu_status
+from {{ cookiecutter.package_name }}.mre import infer_one_step
+
+
+class MreRun(NamedTuple):
+    output: torch.Tensor
+    report: str
+    graphs: int
+    """How many graphs Dynamo captured while the MRE ran."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip tests marked `npu` unless an NPU can run npugraph_ex here, and say why not."""
+    npu_ok, why = npu_status()
+    if npu_ok:
+        return
+    skip = pytest.mark.skip(reason=f"needs an Ascend NPU: {why}")
+    for item in items:
+        if "npu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def mre_run() -> MreRun:
+    """The MRE's output, report and graph count: compiled once, first, for every test."""
+    torch._dynamo.reset()  # a fresh compile, whatever ran before
+    printed = io.StringIO()
+    graphs_before = counters["stats"]["unique_graphs"]
+    with contextlib.redirect_stdout(printed):
+        output = infer_one_step()
+    return MreRun(output, printed.getvalue(), counters["stats"]["unique_graphs"] - graphs_before)
