@@ -16,9 +16,11 @@ from pathlib import PurePosixPath, PureWindowsPath
 # Cookiecutter renders the answers as JSON into this raw string; main() parses them back as data.
 RENDERED_ANSWERS = r"""{{ cookiecutter | tojson }}"""
 
-# Import names that would shadow a module the generated project imports (or its tools do).
-THIRD_PARTY_MODULES = frozenset(
+# Import names that would shadow a module the generated project, its tests or its tools import,
+# beyond the standard library (which sys.stdlib_module_names lists, without its `test` package).
+SHADOWED_MODULES = frozenset(
     {"torch", "torch_npu", "torchair", "npugraph_ex", "numpy", "yaml", "pytest", "nox", "ruff"}
+    | {"test", "tests", "src"}
 )
 # Names the generated modules bind themselves: a model class called one of these would clash.
 GENERATED_NAMES = frozenset(
@@ -41,8 +43,8 @@ def check_package_name(name: str) -> str | None:
     """Return why `name` can't be the import name, or None."""
     if problem := check_identifier(name, "Python import name"):
         return problem + "; set package_name, e.g. my_project"
-    if name in sys.stdlib_module_names or name in THIRD_PARTY_MODULES or name in {"tests", "src"}:
-        return f"would shadow the module `{name}` that the project or its tools import; pick another name"
+    if name in sys.stdlib_module_names or name in SHADOWED_MODULES:
+        return f"would shadow the module `{name}` that the project or its tools import; e.g. my_{name}"
     return None
 
 
@@ -71,7 +73,7 @@ def check_input_shape(text: str) -> str | None:
 
 def check_cache_dir(path: str) -> str | None:
     if not path.strip():
-        return "is empty; use a relative folder such as .torchair_cache"
+        return "is empty; e.g. .torchair_cache"
     if PurePosixPath(path).is_absolute() or PureWindowsPath(path).anchor or path.startswith("~"):
         return "must be relative to where the MRE runs (cache_compile resolves it against the working directory); e.g. .torchair_cache"
     if ".." in PureWindowsPath(path).parts:

@@ -1,0 +1,83 @@
+"""Baking helpers shared by the template's tests: every combination of choices, baked in-process."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cookiecutter.main import cookiecutter
+
+TEMPLATE = Path(__file__).resolve().parents[1]
+CONTEXT = json.loads((TEMPLATE / "cookiecutter.json").read_text())
+# Every prompted variable whose answer is a choice, with its choices (first = default).
+CHOICES = {
+    name: value for name, value in CONTEXT.items() if isinstance(value, list) and not name.startswith("_")
+}
+COMBINATIONS = [dict(zip(CHOICES, values, strict=True)) for values in itertools.product(*CHOICES.values())]
+
+
+def combination_id(answers: dict[str, str]) -> str:
+    return "-".join(answers[name] for name in CHOICES)
+
+
+def bake(workdir: Path, **answers: str) -> Path:
+    """Bake the template into workdir/out with `answers` over the defaults, ignoring the user's config."""
+    config = workdir / "cookiecutter-config.yaml"
+    config.write_text(
+        f"cookiecutters_dir: {json.dumps(str(workdir / 'cookiecutters'))}\n"
+        f"replay_dir: {json.dumps(str(workdir / 'replay'))}\n"
+    )
+    output_dir = workdir / "out"
+    output_dir.mkdir(exist_ok=True)
+    return Path(
+        cookiecutter(
+            str(TEMPLATE),
+            no_input=True,
+            extra_context=answers,
+            output_dir=str(output_dir),
+            config_file=str(config),
+        )
+    )
+
+
+def package_of(project: Path) -> str:
+    (package,) = (project / "src").iterdir()
+    return package.name
+
+
+def run_in(project: Path, *command: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run `command` in a baked project as its own checkout would: src on the path, no stray plugins."""
+    inherited = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in {"NPUGRAPH_BACKEND", "TORCH_DEVICE_BACKEND_AUTOLOAD"}
+    }
+    environment = {
+        **inherited,
+        "PYTHONPATH": str(project / "src"),
+        # A project's own environment has none of this suite's pytest plugins (xdist, ...).
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, *command], cwd=project, env=environment, capture_output=True, text=True, check=False
+    )
+
+
+@pytest.fixture(scope="session")
+def baked(tmp_path_factory: pytest.TempPathFactory):
+    """bake(**answers), memoised per worker: each combination is baked once and shared by its tests."""
+    cache: dict[tuple[tuple[str, str], ...], Path] = {}
+
+    def bake_once(**answers: str) -> Path:
+        key = tuple(sorted(answers.items()))
+        if key not in cache:
+            cache[key] = bake(tmp_path_factory.mktemp("bake"), **answers)
+        return cache[key]
+
+    return bake_once

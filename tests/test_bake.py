@@ -1,0 +1,85 @@
+"""Every combination of choices bakes a complete, clean project."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import COMBINATIONS, combination_id, package_of
+
+COMMON_FILES = {
+    ".gitignore",
+    "README.md",
+    "noxfile.py",
+    "pyproject.toml",
+    "src/{package}/__init__.py",
+    "src/{package}/backend.py",
+    "src/{package}/model.py",
+    "src/{package}/mre.py",
+    "src/{package}/report.py",
+    "tests/conftest.py",
+    "tests/test_backend.py",
+    "tests/test_graph.py",
+    "tests/test_mre.py",
+    "tests/test_npugraph_ex.py",
+}
+MODE_FILES = {
+    "npugraph_ex": set(),
+    "cache_compile": {"src/{package}/compile_cache.py", "tests/test_compile_cache.py"},
+}
+JINJA = re.compile(r"\{\{|\{%|%\}|\{#")
+
+pytestmark = pytest.mark.parametrize("answers", COMBINATIONS, ids=combination_id)
+
+
+def files_in(project: Path) -> set[str]:
+    return {path.relative_to(project).as_posix() for path in project.rglob("*") if path.is_file()}
+
+
+def test_bakes_exactly_the_expected_files(baked, answers):
+    """The project holds the common files plus its mode's, and nothing of the other mode."""
+    project = baked(**answers)
+    expected = {
+        path.format(package=package_of(project)) for path in COMMON_FILES | MODE_FILES[answers["mode"]]
+    }
+    assert files_in(project) == expected
+
+
+def test_no_unrendered_jinja(baked, answers):
+    """No {{ }}, {% %} or {# #} is left in any file or file name."""
+    project = baked(**answers)
+    leftovers = [name for name in files_in(project) if JINJA.search(name)]
+    leftovers += [
+        f"{name}:{number}"
+        for name in files_in(project)
+        for number, line in enumerate((project / name).read_text().splitlines(), 1)
+        if JINJA.search(line)
+    ]
+    assert not leftovers
+
+
+def test_ruff_check_and_format_are_clean(baked, answers):
+    """The project passes its own `ruff check` and `ruff format --check` out of the box."""
+    project = baked(**answers)
+    for command in (["check"], ["format", "--check"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, "--no-cache", "."],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_pins_the_chosen_torch_npu_with_its_torch(baked, answers):
+    """pyproject pins the chosen torch-npu in the `npu` extra and the torch it requires."""
+    project = baked(**answers)
+    metadata = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    version = answers["torch_npu_version"]
+    assert metadata["optional-dependencies"]["npu"] == [f"torch-npu=={version}"]
+    assert metadata["dependencies"] == [f"torch=={version.split('.post')[0]}"]

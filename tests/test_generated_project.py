@@ -1,0 +1,72 @@
+"""A baked project runs: its MRE works and its own test suite passes, in every mode."""
+
+from __future__ import annotations
+
+import filecmp
+from pathlib import Path
+
+import pytest
+from conftest import CHOICES, package_of, run_in
+
+MODES = CHOICES["mode"]
+VERSIONS = CHOICES["torch_npu_version"]
+
+
+def same_tree(left: Path, right: Path) -> bool:
+    comparison = filecmp.dircmp(left, right, ignore=["__pycache__"])
+    if comparison.left_only or comparison.right_only or comparison.diff_files or comparison.funny_files:
+        return False
+    return all(same_tree(left / sub, right / sub) for sub in comparison.common_dirs)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_torch_npu_choice_changes_only_packaging_files(baked, mode):
+    """src/ and tests/ are identical for every torch_npu version, so testing one version tests all."""
+    first, *others = (baked(mode=mode, torch_npu_version=version) for version in VERSIONS)
+    for other in others:
+        assert same_tree(first / "src", other / "src")
+        assert same_tree(first / "tests", other / "tests")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_own_test_suite_passes(baked, mode):
+    """`python -m pytest` in the baked project passes; the NPU-only tests skip with a reason."""
+    result = run_in(baked(mode=mode), "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "failed" not in result.stdout
+    assert "skipped" in result.stdout  # the `npu` tests, on this NPU-less machine
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mre_runs_and_reports_the_stand_in(baked, mode):
+    """`python -m <package>.mre` runs one step and says the stand-in ran, and why."""
+    project = baked(mode=mode)
+    result = run_in(project, "-m", f"{package_of(project)}.mre")
+    assert result.returncode == 0, result.stderr
+    assert "backend     aot_eager (no usable NPU (torch_npu is not installed)" in result.stdout
+    assert "output      (2, 8, 32) float32 on cpu" in result.stdout
+
+
+BROKEN_TORCH_NPU = {
+    # A torch_npu that fails like the real one without CANN, registered for torch's autoload.
+    "torch_npu/__init__.py": 'raise ImportError("libhccl.so: cannot open shared object file")\n',
+    "torch_npu-2.13.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: torch-npu\nVersion: 2.13.0\n",
+    "torch_npu-2.13.0.dist-info/entry_points.txt": "[torch.backends]\ntorch_npu = torch_npu:_autoload\n",
+}
+
+
+def test_autoload_trap_becomes_a_reason_not_a_traceback(baked, tmp_path):
+    """With torch_npu installed but CANN missing, `import torch` dies, yet the MRE runs and says why."""
+    for name, text in BROKEN_TORCH_NPU.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    project = baked()
+    site = f"{project / 'src'}:{tmp_path}"
+
+    trap = run_in(project, "-c", "import torch", PYTHONPATH=site)
+    assert "TORCH_DEVICE_BACKEND_AUTOLOAD" in trap.stderr  # the trap is real here
+
+    result = run_in(project, "-m", f"{package_of(project)}.mre", PYTHONPATH=site)
+    assert result.returncode == 0, result.stderr
+    assert "CANN is not sourced (libhccl.so: cannot open shared object file)" in result.stdout
+    assert "Traceback" not in result.stderr

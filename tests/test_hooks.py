@@ -1,0 +1,120 @@
+"""The hooks: bad answers are refused before anything is written; pruning follows the answers."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from pathlib import Path
+
+import pytest
+from conftest import TEMPLATE, bake
+from cookiecutter.exceptions import FailedHookException
+
+
+def load_hook(name: str):
+    spec = importlib.util.spec_from_file_location(name, TEMPLATE / "hooks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+pre_gen = load_hook("pre_gen_project")
+post_gen = load_hook("post_gen_project")
+
+BAD_ANSWERS = {
+    "package_name not an identifier": ("package_name", "my-project", "valid Python import name"),
+    "package_name starting with a digit": ("package_name", "2fast", "valid Python import name"),
+    "package_name a keyword": ("package_name", "class", "Python keyword"),
+    "package_name a soft keyword": ("package_name", "match", "Python keyword"),
+    "package_name shadowing torch": ("package_name", "torch", "shadow the module `torch`"),
+    "package_name shadowing the stdlib test package": ("package_name", "test", "shadow the module `test`"),
+    "package_name shadowing json": ("package_name", "json", "shadow the module `json`"),
+    "model_class not an identifier": ("model_class", "My Model", "valid class name"),
+    "model_class a keyword": ("model_class", "None", "Python keyword"),
+    "model_class clashing with generated code": ("model_class", "Backend", "clashes with the name"),
+    "input_shape with a word": ("input_shape", "2, eight, 32", "positive integers"),
+    "input_shape with zero": ("input_shape", "2, 0, 32", "positive integers"),
+    "input_shape negative": ("input_shape", "2, -8, 32", "positive integers"),
+    "input_shape empty": ("input_shape", "", "positive integers"),
+    "input_shape one dimension": ("input_shape", "32", "at least two dimensions"),
+    "cache_dir absolute": ("cache_dir", "/tmp/cache", "relative"),
+    "cache_dir Windows absolute": ("cache_dir", "C:\\cache", "relative"),
+    "cache_dir home": ("cache_dir", "~/cache", "relative"),
+    "cache_dir climbing out": ("cache_dir", "cache/../../elsewhere", "climb out"),
+    "cache_dir empty": ("cache_dir", " ", "empty"),
+    "project_slug with a space": ("project_slug", "my project", "folder and distribution name"),
+    "author_email without @": ("author_email", "nobody", "email address"),
+}
+
+
+@pytest.mark.parametrize(("variable", "value", "why"), BAD_ANSWERS.values(), ids=BAD_ANSWERS.keys())
+def test_bad_answer_is_refused_with_variable_value_and_fix(tmp_path, capfd, variable, value, why):
+    """The bake fails with an ERROR line naming the variable, the value and the reason, leaving no folder."""
+    with pytest.raises(FailedHookException):
+        bake(tmp_path, **{variable: value})
+    error = capfd.readouterr().err
+    assert f"ERROR: {variable}={value!r}" in error
+    assert why in error
+    assert "e.g." in error  # the fix
+    assert not any((tmp_path / "out").iterdir())
+
+
+def test_default_answers_have_no_problems():
+    """The defaults in cookiecutter.json pass every check."""
+    answers = {
+        "project_name": "NPU Graph Demo",
+        "project_slug": "npu-graph-demo",
+        "package_name": "npu_graph_demo",
+        "model_class": "TinyBlock",
+        "input_shape": "2, 8, 32",
+        "cache_dir": ".torchair_cache",
+        "author_email": "you@example.com",
+    }
+    assert pre_gen.problems(answers) == []
+
+
+def test_every_problem_is_reported_at_once():
+    """Several bad answers give one ERROR line each, so one retry can fix them all."""
+    answers = {
+        "project_name": "x",
+        "project_slug": "x",
+        "package_name": "class",
+        "model_class": "1x",
+        "input_shape": "0",
+        "cache_dir": "/abs",
+        "author_email": "a@b",
+    }
+    assert [line.split("=")[0] for line in pre_gen.problems(answers)] == [
+        "ERROR: package_name",
+        "ERROR: model_class",
+        "ERROR: input_shape",
+        "ERROR: cache_dir",
+    ]
+
+
+@pytest.mark.parametrize(
+    "field", ["project_name", "description", "author_name", "model_class", "package_name", "input_shape"]
+)
+def test_answers_are_data_not_code(tmp_path, field):
+    """An answer that closes the hook's string and calls os.system runs nothing."""
+    marker = tmp_path / "pwned"
+    payload = f'"""\'\'\'); import os; os.system("touch {marker}"); ("'
+    with contextlib.suppress(FailedHookException):  # refusing it is fine, as long as nothing ran
+        bake(tmp_path, **{field: payload})
+    assert not marker.exists()
+
+
+def test_post_gen_removes_the_other_modes_files():
+    """Each mode keeps its own files and loses the other mode's."""
+    answers = {"package_name": "pkg", "mode": "npugraph_ex"}
+    assert post_gen.paths_to_remove(answers) == ["src/pkg/compile_cache.py", "tests/test_compile_cache.py"]
+    assert post_gen.paths_to_remove({**answers, "mode": "cache_compile"}) == []
+
+
+def test_post_gen_removes_folders_left_empty(tmp_path: Path):
+    """Pruning the last file of a folder removes the folder too."""
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "only.py").write_text("")
+    (tmp_path / "keep.py").write_text("")
+    post_gen.remove(tmp_path, ["a/b/only.py"])
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["keep.py"]
