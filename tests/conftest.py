@@ -25,13 +25,18 @@ def combination_id(answers: dict[str, str]) -> str:
     return "-".join(answers[name] for name in CHOICES)
 
 
-def bake(workdir: Path, **answers: str) -> Path:
-    """Bake the template into workdir/out with `answers` over the defaults, ignoring the user's config."""
-    config = workdir / "cookiecutter-config.yaml"
-    config.write_text(
-        f"cookiecutters_dir: {json.dumps(str(workdir / 'cookiecutters'))}\n"
-        f"replay_dir: {json.dumps(str(workdir / 'replay'))}\n"
-    )
+def bake(workdir: Path, preset: dict[str, str] | None = None, **answers: str) -> Path:
+    """Bake into workdir/out with `answers` over the defaults; `preset` is a user config's default_context.
+
+    The user's own cookiecutter config is never read: the one written here stands in for it.
+    """
+    config = {
+        "cookiecutters_dir": str(workdir / "cookiecutters"),
+        "replay_dir": str(workdir / "replay"),
+        "default_context": preset or {},
+    }
+    config_file = workdir / "cookiecutter-config.yaml"
+    config_file.write_text(json.dumps(config))  # JSON is YAML
     output_dir = workdir / "out"
     output_dir.mkdir(exist_ok=True)
     return Path(
@@ -40,7 +45,7 @@ def bake(workdir: Path, **answers: str) -> Path:
             no_input=True,
             extra_context=answers,
             output_dir=str(output_dir),
-            config_file=str(config),
+            config_file=str(config_file),
         )
     )
 
@@ -62,6 +67,8 @@ def run_in(project: Path, *command: str, **env: str) -> subprocess.CompletedProc
         "PYTHONPATH": str(project / "src"),
         # A project's own environment has none of this suite's pytest plugins (xdist, ...).
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        # Leave the baked tree as baked: other tests compare its exact file list.
+        "PYTHONDONTWRITEBYTECODE": "1",
         **env,
     }
     return subprocess.run(

@@ -1,0 +1,57 @@
+"""Time what users wait for: a bake, a baked project's test suite, and `import torch` to compare with.
+
+Run with `nox -s speed` (or `python benchmarks/speed.py [repeats]`). Prints medians; asserts nothing,
+since timings belong in notes and reviews, not in tests.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from conftest import CHOICES, bake, run_in
+
+
+def median_seconds(action, repeats: int) -> float:
+    timings = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        action()
+        timings.append(time.perf_counter() - start)
+    return statistics.median(timings)
+
+
+def main(repeats: int) -> None:
+    import_torch = median_seconds(
+        lambda: subprocess.run([sys.executable, "-c", "import torch"], check=True), repeats
+    )
+    print(f"import torch                          {import_torch:6.2f} s")
+    with tempfile.TemporaryDirectory() as workdir:
+        counter = iter(range(10_000))
+
+        def bake_fresh(**answers: str) -> Path:
+            folder = Path(workdir) / str(next(counter))
+            folder.mkdir()
+            return bake(folder, **answers)
+
+        seconds = median_seconds(bake_fresh, repeats)
+        print(f"bake (default answers, in-process)    {seconds:6.2f} s")
+        for mode in CHOICES["mode"]:
+            project = bake_fresh(mode=mode)
+            seconds = median_seconds(
+                lambda project=project: run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
+                repeats,
+            )
+            print(
+                f"project tests, {mode:<14}         {seconds:6.2f} s"
+                f"  = {seconds / import_torch:.1f} x import torch"
+            )
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)

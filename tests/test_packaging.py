@@ -1,0 +1,32 @@
+"""A baked project installs into a fresh virtual environment and passes its tests there."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+from conftest import bake, package_of
+
+
+def run(python: Path, *command: str, cwd: Path) -> str:
+    result = subprocess.run([str(python), *command], cwd=cwd, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_pip_install_editable_then_tests_and_mre_pass(tmp_path):
+    """`pip install -e ".[test]"` resolves the pinned torch and the package; its tests and MRE then run."""
+    project = bake(tmp_path)
+    environment = tmp_path / "venv"
+    venv.create(environment, with_pip=True)
+    python = environment / ("Scripts" if os.name == "nt" else "bin") / "python"
+
+    run(python, "-m", "pip", "install", "--quiet", "-e", ".[test]", cwd=project)
+    run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project)
+    # Installed, not merely on a path: the MRE runs from any folder.
+    report = run(python, "-m", f"{package_of(project)}.mre", cwd=tmp_path)
+    assert report.startswith("backend     aot_eager")
