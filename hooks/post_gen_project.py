@@ -47,15 +47,15 @@ def remove(root: Path, relative_paths: list[str]) -> None:
 
 def next_steps(answers: dict[str, str]) -> str:
     slug, package = answers["project_slug"], answers["package_name"]
-    return "\n".join(
-        [
-            f"Created {slug}/ ({answers['mode']} mode). Next:",
-            f"  cd {slug}",
-            '  pip install -e ".[test]"      # CPU machine: install the CPU build of torch first (README)',
-            f"  python -m {package}.mre      # one inference step; says which backend ran and why",
-            "  python -m pytest             # the project's tests (NPU-only tests skip off-NPU)",
-        ]
-    )
+    steps = {
+        f"cd {slug}": "",
+        'pip install -e ".[test]"': "on a machine without a GPU, install torch's CPU build first (README)",
+        f"python -m {package}.mre": "one inference step; the report says which backend ran and why",
+        "python -m pytest": "the tests; those that need an NPU skip off-NPU, with the reason",
+    }
+    width = max(map(len, steps))
+    lines = [f"  {command:<{width}}  # {why}" if why else f"  {command}" for command, why in steps.items()]
+    return "\n".join([f"Created {slug}/ ({answers['mode']} mode). Next:", *lines])
 
 
 def main() -> int:

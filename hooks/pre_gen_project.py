@@ -22,9 +22,13 @@ SHADOWED_MODULES = frozenset(
     {"torch", "torch_npu", "torchair", "npugraph_ex", "numpy", "yaml", "pytest", "nox", "ruff"}
     | {"test", "tests", "src"}
 )
-# Names the generated modules bind themselves: a model class called one of these would clash.
+# Module-level names in the generated files that import the model class: a class called one of
+# these would clash with them (tests/test_hooks.py keeps this set exact).
 GENERATED_NAMES = frozenset(
-    {"torch", "nn", "F", "Backend", "select_backend", "cache_compile", "infer_one_step"}
+    {"torch", "nn", "F", "time", "ast", "inspect", "logging", "stat", "pytest", "pytestmark", "mre"}
+    | {"INPUT_SHAPE", "CACHE_DIR", "BACKEND_ENV", "STAND_IN", "FIXED_NAMES", "BranchesOnData"}
+    | {"cache_compile", "select_backend", "print_report", "infer_one_step", "infer_one_step_ast"}
+    | {"eager_output", "compile_whole", "in_tmp_dir", "run_once"}
 )
 SLUG = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
@@ -59,6 +63,8 @@ def check_model_class(name: str) -> str | None:
         return problem + "; e.g. TinyBlock"
     if name in GENERATED_NAMES:
         return f"clashes with the name `{name}` the generated code already uses; e.g. TinyBlock"
+    if name.startswith("Test"):
+        return "starts with Test, so pytest would try to collect it as a test class; e.g. TinyBlock"
     return None
 
 
@@ -74,6 +80,8 @@ def check_input_shape(text: str) -> str | None:
 def check_cache_dir(path: str) -> str | None:
     if not path.strip():
         return "is empty; e.g. .torchair_cache"
+    if not path.isprintable():
+        return "contains a control character such as a newline; e.g. .torchair_cache"
     if PurePosixPath(path).is_absolute() or PureWindowsPath(path).anchor or path.startswith("~"):
         return "must be relative to where the MRE runs (cache_compile resolves it against the working directory); e.g. .torchair_cache"
     if ".." in PureWindowsPath(path).parts:

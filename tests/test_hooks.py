@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
+import ast
 import importlib.util
+import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import TEMPLATE, bake
+from conftest import CHOICES, TEMPLATE, bake
 from cookiecutter.exceptions import FailedHookException
 
 
@@ -31,7 +32,9 @@ BAD_ANSWERS = {
     "package_name shadowing json": ("package_name", "json", "shadow the module `json`"),
     "model_class not an identifier": ("model_class", "My Model", "valid class name"),
     "model_class a keyword": ("model_class", "None", "Python keyword"),
-    "model_class clashing with generated code": ("model_class", "Backend", "clashes with the name"),
+    "model_class clashing with generated code": ("model_class", "INPUT_SHAPE", "clashes with the name"),
+    "model_class collected by pytest": ("model_class", "TestNet", "collect it as a test class"),
+    "cache_dir with a newline": ("cache_dir", "cache\nrm", "control character"),
     "input_shape with a word": ("input_shape", "2, eight, 32", "positive integers"),
     "input_shape with zero": ("input_shape", "2, 0, 32", "positive integers"),
     "input_shape negative": ("input_shape", "2, -8, 32", "positive integers"),
@@ -93,15 +96,59 @@ def test_every_problem_is_reported_at_once():
 
 
 @pytest.mark.parametrize(
-    "field", ["project_name", "description", "author_name", "model_class", "package_name", "input_shape"]
+    "field",
+    [
+        "project_name",
+        "description",
+        "author_name",
+        "author_email",
+        "model_class",
+        "package_name",
+        "input_shape",
+    ],
 )
 def test_answers_are_data_not_code(tmp_path, field):
-    """An answer that closes the hook's string and calls os.system runs nothing."""
+    """An answer that closes a string and calls os.system runs nothing, now or in the baked code."""
     marker = tmp_path / "pwned"
-    payload = f'"""\'\'\'); import os; os.system("touch {marker}"); ("'
-    with contextlib.suppress(FailedHookException):  # refusing it is fine, as long as nothing ran
-        bake(tmp_path, **{field: payload})
+    payload = f'"""\'\'\'); import os; os.system("touch {marker}"); ("@x'
+    try:
+        project = bake(tmp_path, **{field: payload})
+    except FailedHookException:
+        assert not marker.exists()
+        return  # refused before anything was written
     assert not marker.exists()
+    tomllib.loads((project / "pyproject.toml").read_text())
+    for path in project.rglob("*.py"):
+        calls = {
+            ast.unparse(node.func)
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call)
+        }
+        assert "os.system" not in calls, path
+
+
+def module_level_names(source: str) -> set[str]:
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+    return names
+
+
+def test_generated_names_list_what_model_class_could_clash_with(baked):
+    """GENERATED_NAMES is exactly what the files importing the model class bind, tests aside."""
+    bound = set()
+    for mode in CHOICES["mode"]:
+        for path in baked(mode=mode).rglob("*.py"):
+            source = path.read_text()
+            if "TinyBlock" in source:
+                bound |= module_level_names(source)
+    bound -= {"TinyBlock", "annotations"}
+    assert {name for name in bound if not name.startswith("test_")} == pre_gen.GENERATED_NAMES
 
 
 def test_post_gen_removes_the_other_modes_files():

@@ -1,4 +1,4 @@
-"""{{ cookiecutter.project_name }}: graph-mode (npugraph_ex) inference on Ascend NPUs."""
+"""Graph-mode (npugraph_ex) inference on Ascend NPUs, with a minimal reproducible example."""
 
 import os
 

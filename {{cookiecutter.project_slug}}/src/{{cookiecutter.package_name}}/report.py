@@ -13,8 +13,6 @@ def synchronize(device: str) -> None:
     """Wait for queued device work, so that wall-clock time covers it."""
     if device == "npu":
         torch.npu.synchronize()
-    elif device == "cuda":
-        torch.cuda.synchronize()
 
 
 def describe(tensor: torch.Tensor) -> str:
