@@ -13,23 +13,31 @@ from pathlib import Path
 
 RENDERED_ANSWERS = r"""{{ cookiecutter | tojson }}"""
 
-# For each option, the paths that exist only for one of its answers. `{package}` is the import name.
-ONLY_FOR: dict[str, dict[str, list[str]]] = {
-    "mode": {
-        "npugraph_ex": [],
-        "cache_compile": ["src/{package}/compile_cache.py", "tests/test_compile_cache.py"],
-    },
+OP_PLUGIN_FILES = [
+    "src/{package}/meta_registrations.py",
+    "src/{package}/op_plugin_dev.py",
+    "src/{package}/op_plugin_functions.yaml",
+    "src/{package}/opschema.py",
+    "tests/test_opschema.py",
+]
+TORCH_LIBRARY_FILES = ["src/{package}/custom_op.py"]
+
+# (option, answer): the paths that answer leaves out. `{package}` is the import name.
+REMOVE_WHEN = {
+    ("mode", "npugraph_ex"): ["src/{package}/compile_cache.py", "tests/test_compile_cache.py"],
+    ("custom_op", "none"): [*TORCH_LIBRARY_FILES, *OP_PLUGIN_FILES, "tests/test_custom_op.py"],
+    ("op_registration", "torch_library"): OP_PLUGIN_FILES,
+    ("op_registration", "op_plugin"): TORCH_LIBRARY_FILES,
 }
 
 
 def paths_to_remove(answers: dict[str, str]) -> list[str]:
-    """Every path that belongs to an answer the user did not give."""
+    """Every path that one of the given answers leaves out, once each, in table order."""
     doomed = []
-    for option, paths_by_answer in ONLY_FOR.items():
-        for answer, paths in paths_by_answer.items():
-            if answers[option] != answer:
-                doomed += [path.format(package=answers["package_name"]) for path in paths]
-    return doomed
+    for (option, answer), paths in REMOVE_WHEN.items():
+        if answers[option] == answer:
+            doomed += [path.format(package=answers["package_name"]) for path in paths]
+    return list(dict.fromkeys(doomed))
 
 
 def remove(root: Path, relative_paths: list[str]) -> None:
@@ -45,6 +53,19 @@ def remove(root: Path, relative_paths: list[str]) -> None:
             folder.rmdir()
 
 
+def notes(answers: dict[str, str]) -> list[str]:
+    """What the bake did with answers that it had to adapt or could not use."""
+    found = []
+    if answers["custom_op"] == "none" and answers["op_registration"] != "torch_library":
+        found.append(f"Note: op_registration={answers['op_registration']} is unused: custom_op is none.")
+    if answers["custom_op"] != "none" and answers["__op"] != answers["op_name"]:
+        found.append(
+            f"Note: the in-place op is named {answers['__op']}, not {answers['op_name']}: "
+            "torch.library in-place ops end with _."
+        )
+    return found
+
+
 def next_steps(answers: dict[str, str]) -> str:
     slug, package = answers["project_slug"], answers["package_name"]
     steps = {
@@ -55,7 +76,7 @@ def next_steps(answers: dict[str, str]) -> str:
     }
     width = max(map(len, steps))
     lines = [f"  {command:<{width}}  # {why}" if why else f"  {command}" for command, why in steps.items()]
-    return "\n".join([f"Created {slug}/ ({answers['mode']} mode). Next:", *lines])
+    return "\n".join([*notes(answers), f"Created {slug}/ ({answers['mode']} mode). Next:", *lines])
 
 
 def main() -> int:

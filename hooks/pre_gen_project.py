@@ -11,6 +11,7 @@ import json
 import keyword
 import re
 import sys
+from collections.abc import Callable
 from pathlib import PurePosixPath, PureWindowsPath
 
 # Cookiecutter renders the answers as JSON into this raw string; main() parses them back as data.
@@ -30,6 +31,9 @@ GENERATED_NAMES = frozenset(
     | {"cache_compile", "select_backend", "print_report", "infer_one_step", "infer_one_step_ast"}
     | {"eager_output", "compile_whole", "in_tmp_dir", "run_once"}
 )
+# Namespaces torch or torch_npu own: torch.ops.npu is torch_npu's (TORCH_LIBRARY(npu, m)).
+RESERVED_NAMESPACES = frozenset({"npu", "aten", "prim", "prims", "torch", "_c10d_functional"})
+OP_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*_?")
 SLUG = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
@@ -89,6 +93,28 @@ def check_cache_dir(path: str) -> str | None:
     return None
 
 
+def check_op_name(name: str, kind: str, registration: str) -> str | None:
+    if not OP_NAME.fullmatch(name) or keyword.iskeyword(name):
+        return "is not a snake_case operator name (lowercase letters, digits, single _); e.g. my_op"
+    if name.endswith("_") and kind == "out_of_place":
+        return "ends with _, which marks an in-place op; drop the _ or choose custom_op=in_place"
+    if name.endswith("_") and registration == "op_plugin":
+        return (
+            "ends with _, which op-plugin's code generator reads as an ATen in-place variant that must "
+            "take and return `self`, while graph mode needs an in-place custom op to return no mutated "
+            "input; drop the _, e.g. my_op"
+        )
+    return None
+
+
+def check_namespace(namespace: str) -> str | None:
+    if problem := check_identifier(namespace, "operator namespace"):
+        return problem + "; e.g. my_ops"
+    if namespace in RESERVED_NAMESPACES:
+        return f"is owned by torch or torch_npu (torch.ops.{namespace}); e.g. my_ops"
+    return None
+
+
 def check_email(email: str) -> str | None:
     if not EMAIL.fullmatch(email):
         return "is not an email address; e.g. you@example.com"
@@ -105,12 +131,23 @@ CHECKS = {
 }
 
 
+def checks_for(answers: dict[str, object]) -> dict[str, Callable[[str], str | None]]:
+    """The checks that apply: the custom-op answers only matter when there is a custom op."""
+    checks = dict(CHECKS)
+    if answers["custom_op"] != "none":
+        kind, registration = str(answers["custom_op"]), str(answers["op_registration"])
+        checks["op_name"] = lambda name: check_op_name(name, kind, registration)
+        if registration == "torch_library":
+            checks["op_namespace"] = check_namespace
+    return checks
+
+
 def problems(answers: dict[str, object]) -> list[str]:
     """One `ERROR:` line per answer that can't work: the variable, the value and the fix."""
     found = []
     if not str(answers["project_name"]).strip():
         found.append("ERROR: project_name is empty; give the project a name, e.g. NPU Graph Demo")
-    for variable, check in CHECKS.items():
+    for variable, check in checks_for(answers).items():
         value = str(answers[variable])
         if problem := check(value):
             found.append(f"ERROR: {variable}={value!r} {problem}")

@@ -31,6 +31,17 @@ MODE_FILES = {
     "npugraph_ex": set(),
     "cache_compile": {"src/{package}/compile_cache.py", "tests/test_compile_cache.py"},
 }
+OP_FILES = {
+    "torch_library": {"src/{package}/custom_op.py", "tests/test_custom_op.py"},
+    "op_plugin": {
+        "src/{package}/meta_registrations.py",
+        "src/{package}/op_plugin_dev.py",
+        "src/{package}/op_plugin_functions.yaml",
+        "src/{package}/opschema.py",
+        "tests/test_custom_op.py",
+        "tests/test_opschema.py",
+    },
+}
 JINJA = re.compile(r"\{\{|\{%|%\}|\{#")
 
 pytestmark = pytest.mark.parametrize("answers", COMBINATIONS, ids=combination_id)
@@ -40,12 +51,17 @@ def files_in(project: Path) -> set[str]:
     return {path.relative_to(project).as_posix() for path in project.rglob("*") if path.is_file()}
 
 
+def expected_files(answers: dict[str, str]) -> set[str]:
+    files = COMMON_FILES | MODE_FILES[answers["mode"]]
+    if answers["custom_op"] != "none":
+        files |= OP_FILES[answers["op_registration"]]
+    return files
+
+
 def test_bakes_exactly_the_expected_files(baked, answers):
-    """The project holds the common files plus its mode's, and nothing of the other mode."""
+    """The project holds the common files plus those of its mode and op style, nothing else."""
     project = baked(**answers)
-    expected = {
-        path.format(package=package_of(project)) for path in COMMON_FILES | MODE_FILES[answers["mode"]]
-    }
+    expected = {path.format(package=package_of(project)) for path in expected_files(answers)}
     assert files_in(project) == expected
 
 

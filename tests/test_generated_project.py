@@ -8,8 +8,19 @@ from pathlib import Path
 import pytest
 from conftest import CHOICES, package_of, run_in
 
-MODES = CHOICES["mode"]
 VERSIONS = CHOICES["torch_npu_version"]
+OP_VARIANTS = [{"custom_op": "none"}] + [
+    {"custom_op": kind, "op_registration": registration}
+    for registration in CHOICES["op_registration"]
+    for kind in CHOICES["custom_op"]
+    if kind != "none"
+]
+# Every combination whose code differs: all of them but the torch_npu version (see the first test).
+CODE_VARIANTS = [{"mode": mode, **ops} for mode in CHOICES["mode"] for ops in OP_VARIANTS]
+
+
+def variant_id(answers: dict[str, str]) -> str:
+    return "-".join(answers.values())
 
 
 def same_tree(left: Path, right: Path) -> bool:
@@ -19,28 +30,38 @@ def same_tree(left: Path, right: Path) -> bool:
     return all(same_tree(left / sub, right / sub) for sub in comparison.common_dirs)
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_torch_npu_choice_changes_only_packaging_files(baked, mode):
+@pytest.mark.parametrize("answers", CODE_VARIANTS, ids=variant_id)
+def test_torch_npu_choice_changes_only_packaging_files(baked, answers):
     """src/ and tests/ are identical for every torch_npu version, so testing one version tests all."""
-    first, *others = (baked(mode=mode, torch_npu_version=version) for version in VERSIONS)
+    first, *others = (baked(**answers, torch_npu_version=version) for version in VERSIONS)
     for other in others:
         assert same_tree(first / "src", other / "src")
         assert same_tree(first / "tests", other / "tests")
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_own_test_suite_passes(baked, mode):
+@pytest.mark.parametrize("mode", CHOICES["mode"])
+def test_op_registration_is_unused_without_a_custom_op(baked, mode):
+    """With custom_op=none both registration answers bake the same project."""
+    first, other = (
+        baked(mode=mode, custom_op="none", op_registration=registration)
+        for registration in CHOICES["op_registration"]
+    )
+    assert same_tree(first, other)
+
+
+@pytest.mark.parametrize("answers", CODE_VARIANTS, ids=variant_id)
+def test_own_test_suite_passes(baked, answers):
     """`python -m pytest` in the baked project passes; the NPU-only tests skip with a reason."""
-    result = run_in(baked(mode=mode), "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    result = run_in(baked(**answers), "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "failed" not in result.stdout
     assert "skipped" in result.stdout  # the `npu` tests, on this NPU-less machine
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_mre_runs_and_reports_the_stand_in(baked, mode):
+@pytest.mark.parametrize("answers", CODE_VARIANTS, ids=variant_id)
+def test_mre_runs_and_reports_the_stand_in(baked, answers):
     """`python -m <package>.mre` runs one step and says the stand-in ran, and why."""
-    project = baked(mode=mode)
+    project = baked(**answers)
     result = run_in(project, "-m", f"{package_of(project)}.mre")
     assert result.returncode == 0, result.stderr
     assert "backend     aot_eager (no usable NPU (torch_npu is not installed)" in result.stdout

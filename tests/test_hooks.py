@@ -62,30 +62,35 @@ def test_bad_answer_is_refused_with_variable_value_and_fix(tmp_path, capfd, vari
     assert not any((tmp_path / "out").iterdir())
 
 
+DEFAULTS = {
+    "project_name": "NPU Graph Demo",
+    "project_slug": "npu-graph-demo",
+    "package_name": "npu_graph_demo",
+    "model_class": "TinyBlock",
+    "input_shape": "2, 8, 32",
+    "cache_dir": ".torchair_cache",
+    "author_email": "you@example.com",
+    "custom_op": "none",
+    "op_registration": "torch_library",
+    "op_name": "my_op",
+    "op_namespace": "npu_graph_demo",
+}
+
+
 def test_default_answers_have_no_problems():
-    """The defaults in cookiecutter.json pass every check."""
-    answers = {
-        "project_name": "NPU Graph Demo",
-        "project_slug": "npu-graph-demo",
-        "package_name": "npu_graph_demo",
-        "model_class": "TinyBlock",
-        "input_shape": "2, 8, 32",
-        "cache_dir": ".torchair_cache",
-        "author_email": "you@example.com",
-    }
-    assert pre_gen.problems(answers) == []
+    """The defaults in cookiecutter.json pass every check, with and without a custom op."""
+    assert pre_gen.problems(DEFAULTS) == []
+    assert pre_gen.problems({**DEFAULTS, "custom_op": "in_place", "op_registration": "op_plugin"}) == []
 
 
 def test_every_problem_is_reported_at_once():
     """Several bad answers give one ERROR line each, so one retry can fix them all."""
     answers = {
-        "project_name": "x",
-        "project_slug": "x",
+        **DEFAULTS,
         "package_name": "class",
         "model_class": "1x",
         "input_shape": "0",
         "cache_dir": "/abs",
-        "author_email": "a@b",
     }
     assert [line.split("=")[0] for line in pre_gen.problems(answers)] == [
         "ERROR: package_name",
@@ -153,9 +158,25 @@ def test_generated_names_list_what_model_class_could_clash_with(baked):
 
 def test_post_gen_removes_the_other_modes_files():
     """Each mode keeps its own files and loses the other mode's."""
-    answers = {"package_name": "pkg", "mode": "npugraph_ex"}
-    assert post_gen.paths_to_remove(answers) == ["src/pkg/compile_cache.py", "tests/test_compile_cache.py"]
-    assert post_gen.paths_to_remove({**answers, "mode": "cache_compile"}) == []
+    answers = {"package_name": "pkg", "mode": "npugraph_ex", "custom_op": "out_of_place"}
+    answers["op_registration"] = "op_plugin"
+    assert post_gen.paths_to_remove(answers) == [
+        "src/pkg/compile_cache.py",
+        "tests/test_compile_cache.py",
+        "src/pkg/custom_op.py",
+    ]
+    assert post_gen.paths_to_remove({**answers, "mode": "cache_compile"}) == ["src/pkg/custom_op.py"]
+
+
+def test_post_gen_leaves_no_trace_of_ops_without_one():
+    """custom_op=none removes every op file of both styles, each once."""
+    answers = {"package_name": "pkg", "mode": "cache_compile", "custom_op": "none"}
+    removed = post_gen.paths_to_remove({**answers, "op_registration": "op_plugin"})
+    assert removed == post_gen.paths_to_remove({**answers, "op_registration": "torch_library"})
+    assert len(removed) == len(set(removed))
+    assert {"src/pkg/custom_op.py", "src/pkg/op_plugin_functions.yaml", "tests/test_custom_op.py"} <= set(
+        removed
+    )
 
 
 def test_post_gen_removes_folders_left_empty(tmp_path: Path):

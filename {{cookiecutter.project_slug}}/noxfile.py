@@ -1,9 +1,10 @@
-"""Developer tasks: `nox` runs lint and tests; `nox -s mre` runs the minimal reproducible example."""
+{%- set op_plugin = cookiecutter.custom_op != "none" and cookiecutter.op_registration == "op_plugin" -%}
+"""Developer tasks: `nox` runs the default sessions; `nox -s mre` runs the minimal reproducible example."""
 
 import nox
 
 nox.needs_version = ">=2024.10.9"
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests"{{ ', "check_ops"' if op_plugin else "" }}]
 # torch is large: reuse each session's environment instead of reinstalling it on every run.
 nox.options.reuse_venv = "yes"
 
@@ -28,3 +29,12 @@ def mre(session: nox.Session) -> None:
     """One inference step, with the report of what ran and why."""
     session.install("-e", ".")
     session.run("python", "-m", "{{ cookiecutter.package_name }}.mre")
+{%- if op_plugin %}
+
+
+@nox.session
+def check_ops(session: nox.Session) -> None:
+    """Check op_plugin_functions.yaml (or the files given) for build and graph-mode problems."""
+    session.install("-e", ".")
+    session.run("python", "-m", "{{ cookiecutter.package_name }}.opschema", "--strict", *session.posargs)
+{%- endif %}

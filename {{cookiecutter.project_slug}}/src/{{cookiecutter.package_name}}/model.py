@@ -1,4 +1,5 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
+{%- set op = "torch.ops." ~ cookiecutter.__op_ns ~ "." ~ cookiecutter.__op -%}
 """The model the MRE runs: a small pre-norm transformer block.
 
 Put your own model here. Graph mode captures forward() whole, so keep it free of graph breaks:
@@ -8,8 +9,13 @@ no .item(), print() or Python branches on tensor values (tests/test_graph.py sho
 import torch
 import torch.nn.functional as F
 from torch import nn
+{%- if cache or cookiecutter.custom_op != "none" %}
+{% endif %}
+{%- if cookiecutter.custom_op != "none" %}
+# Registers {{ op }} (and its {{ "Meta" if cookiecutter.op_registration == "op_plugin" else "fake" }} function) before anything compiles.
+from . import {{ "meta_registrations" if cookiecutter.op_registration == "op_plugin" else "custom_op" }}  # noqa: F401
+{%- endif %}
 {%- if cache %}
-
 from .compile_cache import cache_compile
 {%- endif %}
 
@@ -64,4 +70,13 @@ class {{ cookiecutter.model_class }}(nn.Module):
 {%- endif %}
         q, k, v = self.qkv(self.attn_norm(x)).chunk(3, dim=-1)
         x = x + self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=True))
+{%- if cookiecutter.custom_op == "in_place" %}
+        mlp = self.down(F.silu(self.up(self.mlp_norm(x))))
+        {{ op }}(x, mlp)  # the custom op: x += mlp, in place
+        return x
+{%- elif cookiecutter.custom_op == "out_of_place" %}
+        mlp = self.down(F.silu(self.up(self.mlp_norm(x))))
+        return {{ op }}(x, mlp)  # the custom op: x + mlp
+{%- else %}
         return x + self.down(F.silu(self.up(self.mlp_norm(x))))
+{%- endif %}

@@ -1,0 +1,103 @@
+{%- set in_place = cookiecutter.custom_op == "in_place" -%}
+{%- set op_plugin = cookiecutter.op_registration == "op_plugin" -%}
+"""The custom operator {{ cookiecutter.__op_ns }}::{{ cookiecutter.__op }}: {{ "Meta" if op_plugin else "fake" }} function, kernel and graph mode agree."""
+
+import inspect
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from {{ cookiecutter.package_name }}.backend import STAND_IN
+{%- if op_plugin %}
+from {{ cookiecutter.package_name }}.meta_registrations import {{ cookiecutter.op_name }}_meta as shape_function
+from {{ cookiecutter.package_name }}.op_plugin_dev import reference
+{%- else %}
+from {{ cookiecutter.package_name }}.custom_op import {{ cookiecutter.__op.rstrip("_") }}_fake as shape_function
+from {{ cookiecutter.package_name }}.custom_op import reference
+{%- endif %}
+
+OP = torch.ops.{{ cookiecutter.__op_ns }}.{{ cookiecutter.__op }}
+SHAPES = [(7,), (2, 8, 32), (3, 1, 5, 4)]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def pair(shape=(2, 8, 32), dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(shape, dtype=dtype), torch.randn(shape, dtype=dtype)
+
+
+def test_opcheck_passes():
+    """torch.library.opcheck: schema, fake tensor, autograd registration and AOT dispatch agree."""
+    torch.library.opcheck(OP.default, pair())
+
+
+def test_{{ "meta" if op_plugin else "fake" }}_function_parameters_match_the_schema():
+    """The {{ "Meta" if op_plugin else "fake" }} function takes the schema's arguments, by name and in order."""
+    schema_names = [argument.name for argument in OP.default._schema.arguments]
+    assert list(inspect.signature(shape_function).parameters) == schema_names
+{%- if in_place %}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_fake_run_returns_nothing_and_keeps_x(shape, dtype):
+    """Traced with fake tensors, the op returns None and x keeps its shape and dtype."""
+    x, y = pair(shape, dtype)
+    with FakeTensorMode() as mode:
+        fake_x = mode.from_tensor(x)
+        assert OP(fake_x, mode.from_tensor(y)) is None
+        assert (fake_x.shape, fake_x.dtype) == (x.shape, x.dtype)
+
+
+def test_eager_call_mutates_x_like_the_reference():
+    """In eager mode the op writes the reference result into x."""
+    x, y = pair()
+    expected = x.clone()
+    reference(expected, y)
+    assert OP(x, y) is None
+    torch.testing.assert_close(x, expected)
+
+
+def test_compiled_call_mutates_its_input_like_eager():
+    """Compiled as one graph, the op still writes into the caller's tensor (functionalized, then copied back)."""
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        OP(x, y)
+        return x * 2
+
+    x, y = pair()
+    eager_x = x.clone()
+    eager_out = step(eager_x, y)
+    compiled_out = torch.compile(step, backend=STAND_IN, fullgraph=True, dynamic=False)(x, y)
+    torch.testing.assert_close(x, eager_x)
+    torch.testing.assert_close(compiled_out, eager_out)
+{%- else %}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_fake_output_matches_the_kernel(shape, dtype):
+    """Traced with fake tensors, the op reports the shape and dtype the real kernel produces."""
+    x, y = pair(shape, dtype)
+    real = OP(x, y)
+    with FakeTensorMode() as mode:
+        fake = OP(mode.from_tensor(x), mode.from_tensor(y))
+    assert (fake.shape, fake.dtype) == (real.shape, real.dtype)
+
+
+def test_eager_call_equals_the_reference():
+    """In eager mode the op computes the reference result."""
+    x, y = pair()
+    torch.testing.assert_close(OP(x, y), reference(x, y))
+
+
+def test_compiled_call_equals_eager():
+    """Compiled as one graph with the stand-in, the op gives the eager result."""
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return OP(x * 2, y)
+
+    x, y = pair()
+    compiled = torch.compile(step, backend=STAND_IN, fullgraph=True, dynamic=False)
+    torch.testing.assert_close(compiled(x, y), step(x, y))
+{%- endif %}

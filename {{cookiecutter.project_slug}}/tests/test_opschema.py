@@ -1,0 +1,125 @@
+"""The op-plugin schema: the project's yaml is clean, the op is defined from it, the checker finds faults."""
+
+import textwrap
+from importlib.resources import files
+
+import pytest
+import torch
+import yaml
+
+from {{ cookiecutter.package_name }} import opschema
+from {{ cookiecutter.package_name }}.op_plugin_dev import OP_NAME, SCHEMA_FILE, schema
+
+LOADER = getattr(
+    yaml, "CSafeLoader", yaml.SafeLoader
+)  # the C loader reads the 13k lines 10x faster
+HEADER = "all_version: [v2.1, v2.6, v2.7]\ncustom:\n"
+
+
+def findings(tmp_path, entries: str, *, header: str = HEADER) -> list[str]:
+    """The checker's findings for a file of the given custom entries, FILE replaced by `f`."""
+    path = tmp_path / "f"
+    path.write_text(header + textwrap.dedent(entries))
+    return [str(finding).removeprefix(f"{path}:") for finding in opschema.check(path)]
+
+
+def test_project_schema_passes_strict(capsys):
+    """This project's op_plugin_functions.yaml has no finding, warnings included."""
+    assert opschema.main(["--strict", str(SCHEMA_FILE)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_op_is_defined_from_the_yaml():
+    """torch.ops.npu.{{ cookiecutter.op_name }} has exactly the schema the yaml's func declares."""
+    declared = torch._C.parse_schema(f"npu::{schema()}")
+    assert getattr(torch.ops.npu, OP_NAME).default._schema == declared
+
+
+def test_accepts_every_schema_in_atens_native_functions():
+    """Every func of ATen's own native_functions.yaml (shipped with torch's torchgen) parses."""
+    native_functions = files("torchgen") / "packaged" / "ATen" / "native" / "native_functions.yaml"
+    funcs = [entry["func"] for entry in yaml.load(native_functions.read_text(), Loader=LOADER)]
+    assert len(funcs) > 2000
+    assert [func for func in funcs if isinstance(opschema.parse_schema(func), str)] == []
+
+
+def test_accepts_version_forms(tmp_path):
+    """all_version, a [first, last] range, [first, newest] and a comma list are all valid."""
+    entries = """\
+        - func: a(Tensor x) -> Tensor
+          op_api: [v2.1, v2.7]
+          acl_op: [v2.6, newest]
+          exposed: v2.1, v2.6
+        - func: b(Tensor x) -> Tensor
+          op_api: all_version
+          gen_opapi:
+            out:
+              size: '{x.size(0), 2}'
+              dtype: at::kFloat
+            exec: aclnnB
+    """
+    assert findings(tmp_path, entries) == []
+
+
+BROKEN = {
+    "yaml that does not parse": (
+        "- func: a(Tensor x) -> Tensor\n  op_api: [v2.1\n",
+        "4: <yaml>: does not parse",
+    ),
+    "unknown entry key": (
+        "- func: a(Tensor x) -> Tensor\n  op_apii: all_version\n",
+        "4: a: unknown key 'op_apii'",
+    ),
+    "invalid func": ("- func: a(Tensr x) -> Tensor\n", "3: a: func is not a valid schema"),
+    "version outside all_version": (
+        "- func: a(Tensor x) -> Tensor\n  op_api: [v2.1, v2.9]\n",
+        "4: a: op_api: v2.9 is not in all_version",
+    ),
+    "out size naming no argument": (
+        "- func: a(Tensor x) -> Tensor\n  gen_opapi:\n    out:\n      size: self\n      dtype: x\n",
+        "6: a: gen_opapi.out.size: self is not an argument of the op",
+    ),
+    "duplicate op name": (
+        "- func: a(Tensor x) -> Tensor\n- func: a(Tensor y) -> Tensor\n",
+        "4: a: listed twice for the same versions (first at line 3)",
+    ),
+}
+
+
+@pytest.mark.parametrize(("entries", "expected"), BROKEN.values(), ids=BROKEN.keys())
+def test_format_errors_name_line_and_op(tmp_path, entries, expected):
+    """Each fault that breaks the torch_npu build is reported at its line, with the op's name."""
+    (finding,) = findings(tmp_path, entries)
+    assert finding.startswith(expected)
+
+
+def test_unknown_section_is_an_error(tmp_path):
+    """A section op-plugin does not know is reported on its own line."""
+    (finding,) = findings(tmp_path, "- func: a(Tensor x) -> Tensor\ncustoms:\n")
+    assert finding.startswith("4: customs: unknown section; known: all_version, autograd, custom,")
+
+
+GRAPH_MODE = {
+    "mutated input returned": (
+        "- func: a_(Tensor(a!) self, Tensor y) -> Tensor(a!)\n",
+        "3: a_: warning: returns a mutated input (Tensor(a!))",
+    ),
+    "Tensor after a scalar": (
+        "- func: a(Tensor x, int k, Tensor y) -> Tensor\n",
+        "3: a: warning: Tensor input y comes after the scalar k",
+    ),
+    "in-place kernel with nothing marked": (
+        "- func: a(Tensor x, Tensor y) -> Tensor\n  gen_opapi:\n    exec: aclnnA\n",
+        "3: a: warning: gen_opapi allocates no output",
+    ),
+}
+
+
+@pytest.mark.parametrize(("entries", "expected"), GRAPH_MODE.values(), ids=GRAPH_MODE.keys())
+def test_graph_mode_rules_warn_and_fail_only_when_strict(tmp_path, entries, expected):
+    """A graph-mode fault is a warning (exit 0), and an error under --strict (exit 1)."""
+    (finding,) = findings(tmp_path, entries)
+    assert finding.startswith(expected)
+    path = tmp_path / "f"
+    assert opschema.main([str(path)]) == 0
+    assert opschema.main(["--strict", str(path)]) == 1
