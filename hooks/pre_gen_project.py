@@ -34,6 +34,7 @@ GENERATED_NAMES = frozenset(
 # Namespaces torch or torch_npu own: torch.ops.npu is torch_npu's (TORCH_LIBRARY(npu, m)).
 RESERVED_NAMESPACES = frozenset({"npu", "aten", "prim", "prims", "torch", "_c10d_functional"})
 OP_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*_?")
+MAX_NAME_LENGTH = 32
 SLUG = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
@@ -42,6 +43,8 @@ def check_identifier(name: str, what: str) -> str | None:
     """Return why `name` can't be a Python identifier, or None."""
     if not name.isidentifier() or not name.isascii():
         return f"is not a valid {what} (letters, digits and _, not starting with a digit)"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"is longer than {MAX_NAME_LENGTH} characters, which keeps generated lines within 100 columns"
     if keyword.iskeyword(name) or keyword.issoftkeyword(name):
         return f"is a Python keyword, so it can't be a {what}"
     return None
@@ -96,6 +99,8 @@ def check_cache_dir(path: str) -> str | None:
 def check_op_name(name: str, kind: str, registration: str) -> str | None:
     if not OP_NAME.fullmatch(name) or keyword.iskeyword(name):
         return "is not a snake_case operator name (lowercase letters, digits, single _); e.g. my_op"
+    if len(name.rstrip("_")) > MAX_NAME_LENGTH:
+        return f"is longer than {MAX_NAME_LENGTH} characters, which keeps generated lines within 100 columns; e.g. my_op"
     if name.endswith("_") and kind == "out_of_place":
         return "ends with _, which marks an in-place op; drop the _ or choose custom_op=in_place"
     if name.endswith("_") and registration == "op_plugin":

@@ -20,6 +20,20 @@ CHOICES = {
 }
 COMBINATIONS = [dict(zip(CHOICES, values, strict=True)) for values in itertools.product(*CHOICES.values())]
 
+OP_VARIANTS = [{"custom_op": "none"}] + [
+    {"custom_op": kind, "op_registration": registration}
+    for registration in CHOICES["op_registration"]
+    for kind in CHOICES["custom_op"]
+    if kind != "none"
+]
+# One combination per distinct code tree: the torch_npu version only changes packaging files
+# (test_generated_project.py checks that), so it is left at its default.
+CODE_VARIANTS = [{"mode": mode, **ops} for mode in CHOICES["mode"] for ops in OP_VARIANTS]
+
+
+def variant_id(answers: dict[str, str]) -> str:
+    return "-".join(answers.values())
+
 
 def combination_id(answers: dict[str, str]) -> str:
     return "-".join(answers[name] for name in CHOICES)
@@ -74,6 +88,11 @@ def run_in(project: Path, *command: str, **env: str) -> subprocess.CompletedProc
     return subprocess.run(
         [sys.executable, *command], cwd=project, env=environment, capture_output=True, text=True, check=False
     )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run `slow` tests first: started last, one would keep a worker busy after the rest finish."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import COMBINATIONS, combination_id, package_of
+from conftest import CODE_VARIANTS, COMBINATIONS, combination_id, package_of, variant_id
 
 COMMON_FILES = {
     ".gitignore",
@@ -44,7 +44,7 @@ OP_FILES = {
 }
 JINJA = re.compile(r"\{\{|\{%|%\}|\{#")
 
-pytestmark = pytest.mark.parametrize("answers", COMBINATIONS, ids=combination_id)
+every_combination = pytest.mark.parametrize("answers", COMBINATIONS, ids=combination_id)
 
 
 def files_in(project: Path) -> set[str]:
@@ -58,6 +58,7 @@ def expected_files(answers: dict[str, str]) -> set[str]:
     return files
 
 
+@every_combination
 def test_bakes_exactly_the_expected_files(baked, answers):
     """The project holds the common files plus those of its mode and op style, nothing else."""
     project = baked(**answers)
@@ -65,6 +66,7 @@ def test_bakes_exactly_the_expected_files(baked, answers):
     assert files_in(project) == expected
 
 
+@every_combination
 def test_no_unrendered_jinja(baked, answers):
     """No {{ }}, {% %} or {# #} is left in any file or file name."""
     project = baked(**answers)
@@ -78,9 +80,20 @@ def test_no_unrendered_jinja(baked, answers):
     assert not leftovers
 
 
-def test_ruff_check_and_format_are_clean(baked, answers):
-    """The project passes its own `ruff check` and `ruff format --check` out of the box."""
-    project = baked(**answers)
+# The longest names the pre-generation hook accepts (32 characters), and a long path.
+LONG_NAMES = {
+    "project_name": "A Rather Long Project Name For Graph Mode Inference On Ascend NPUs",
+    "package_name": "p" * 32,
+    "model_class": "M" * 32,
+    "op_name": "o" * 32,
+    "op_namespace": "n" * 32,
+    "cache_dir": "a/rather/long/cache/directory/for/the/compiled/graphs/of/this/project",
+}
+
+
+def lint(project: Path) -> list[str]:
+    """What `ruff check` and `ruff format --check` report in the project, if anything."""
+    failures = []
     for command in (["check"], ["format", "--check"]):
         result = subprocess.run(
             [sys.executable, "-m", "ruff", *command, "--no-cache", "."],
@@ -89,9 +102,24 @@ def test_ruff_check_and_format_are_clean(baked, answers):
             text=True,
             check=False,
         )
-        assert result.returncode == 0, result.stdout + result.stderr
+        if result.returncode:
+            failures.append(result.stdout + result.stderr)
+    return failures
 
 
+@every_combination
+def test_ruff_check_and_format_are_clean(baked, answers):
+    """The project passes its own `ruff check` and `ruff format --check` out of the box."""
+    assert lint(baked(**answers)) == []
+
+
+@pytest.mark.parametrize("answers", CODE_VARIANTS, ids=variant_id)
+def test_long_names_still_lint_clean(baked, answers):
+    """The longest accepted names still give lines that ruff check and ruff format accept."""
+    assert lint(baked(**answers, **LONG_NAMES)) == []
+
+
+@every_combination
 def test_pins_the_chosen_torch_npu_with_its_torch(baked, answers):
     """pyproject pins the chosen torch-npu in the `npu` extra and the torch it requires."""
     project = baked(**answers)

@@ -30,6 +30,7 @@ BAD_ANSWERS = {
     "package_name shadowing torch": ("package_name", "torch", "shadow the module `torch`"),
     "package_name shadowing the stdlib test package": ("package_name", "test", "shadow the module `test`"),
     "package_name shadowing json": ("package_name", "json", "shadow the module `json`"),
+    "package_name too long": ("package_name", "p" * 33, "longer than 32 characters"),
     "model_class not an identifier": ("model_class", "My Model", "valid class name"),
     "model_class a keyword": ("model_class", "None", "Python keyword"),
     "model_class clashing with generated code": ("model_class", "INPUT_SHAPE", "clashes with the name"),

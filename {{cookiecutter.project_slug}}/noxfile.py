@@ -3,6 +3,8 @@
 
 import nox
 
+PACKAGE = "{{ cookiecutter.package_name }}"
+
 nox.needs_version = ">=2024.10.9"
 nox.options.sessions = ["lint", "tests"{{ ', "check_ops"' if op_plugin else "" }}]
 # torch is large: reuse each session's environment instead of reinstalling it on every run.
@@ -28,7 +30,7 @@ def tests(session: nox.Session) -> None:
 def mre(session: nox.Session) -> None:
     """One inference step, with the report of what ran and why."""
     session.install("-e", ".")
-    session.run("python", "-m", "{{ cookiecutter.package_name }}.mre")
+    session.run("python", "-m", f"{PACKAGE}.mre")
 {%- if op_plugin %}
 
 
@@ -36,5 +38,5 @@ def mre(session: nox.Session) -> None:
 def check_ops(session: nox.Session) -> None:
     """Check op_plugin_functions.yaml (or the files given) for build and graph-mode problems."""
     session.install("-e", ".")
-    session.run("python", "-m", "{{ cookiecutter.package_name }}.opschema", "--strict", *session.posargs)
+    session.run("python", "-m", f"{PACKAGE}.opschema", "--strict", *session.posargs)
 {%- endif %}

@@ -5,62 +5,61 @@ import sys
 import pytest
 
 from {{ cookiecutter.package_name }} import backend
-from {{ cookiecutter.package_name }}.backend import BACKEND_ENV, NPUGRAPH_EX_OPTIONS, probe_npu, select_backend
 
 
 @pytest.fixture
 def no_npu(monkeypatch):
     """A machine where npugraph_ex can't run because torch_npu is missing."""
-    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
     monkeypatch.setattr(backend, "npu_status", lambda: (False, "torch_npu is not installed"))
 
 
 @pytest.fixture
 def npu(monkeypatch):
     """A machine whose NPU can capture aclgraphs."""
-    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
     monkeypatch.setattr(backend, "npu_status", lambda: (True, "Ascend910B1, torch_npu 2.13.0"))
 
 
 def test_stand_in_without_npu_says_why(no_npu):
     """Off NPU the choice is aot_eager on the CPU, and the reason names what is missing."""
-    chosen = select_backend()
+    chosen = backend.select_backend()
     assert (chosen.name, chosen.device) == ("aot_eager", "cpu")
     assert "torch_npu is not installed" in chosen.reason
 
 
 def test_npugraph_ex_on_a_usable_npu(npu):
     """With a capture-capable NPU the choice is npugraph_ex on the NPU, with its options."""
-    chosen = select_backend()
+    chosen = backend.select_backend()
     assert (chosen.name, chosen.device) == ("npugraph_ex", "npu")
-    assert chosen.options == NPUGRAPH_EX_OPTIONS
+    assert chosen.options == backend.NPUGRAPH_EX_OPTIONS
 
 
 def test_stand_in_takes_no_options(no_npu):
     """Other backends get options=None: aot_eager would ignore npugraph_ex options with a warning."""
-    assert select_backend().options is None
+    assert backend.select_backend().options is None
 
 
 def test_environment_forces_a_backend(no_npu, monkeypatch):
     """$NPUGRAPH_BACKEND picks the backend, and the reason says it was forced."""
-    monkeypatch.setenv(BACKEND_ENV, "eager")
-    chosen = select_backend()
+    monkeypatch.setenv(backend.BACKEND_ENV, "eager")
+    chosen = backend.select_backend()
     assert chosen.name == "eager"
-    assert BACKEND_ENV in chosen.reason
+    assert backend.BACKEND_ENV in chosen.reason
 
 
 def test_unknown_forced_backend_is_refused_with_the_choices(no_npu, monkeypatch):
     """A misspelt backend name fails at once, naming the value and the valid names."""
-    monkeypatch.setenv(BACKEND_ENV, "aot-eager")
+    monkeypatch.setenv(backend.BACKEND_ENV, "aot-eager")
     with pytest.raises(ValueError, match=r"NPUGRAPH_BACKEND='aot-eager' is not .*aot_eager"):
-        select_backend()
+        backend.select_backend()
 
 
 def test_forcing_npugraph_ex_without_npu_explains(no_npu, monkeypatch):
     """Forcing npugraph_ex where it can't run says why, instead of failing deep in torch_npu."""
-    monkeypatch.setenv(BACKEND_ENV, "npugraph_ex")
+    monkeypatch.setenv(backend.BACKEND_ENV, "npugraph_ex")
     with pytest.raises(RuntimeError, match="needs a usable NPU, but torch_npu is not installed"):
-        select_backend()
+        backend.select_backend()
 
 
 def test_probe_points_at_cann_when_torch_npu_cannot_load(tmp_path, monkeypatch):
@@ -72,7 +71,7 @@ def test_probe_points_at_cann_when_torch_npu_cannot_load(tmp_path, monkeypatch):
     )
     monkeypatch.syspath_prepend(tmp_path)
     monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
-    npu_ok, why = probe_npu()
+    npu_ok, why = backend.probe_npu()
     assert not npu_ok
     assert "CANN is not sourced (libhccl.so: cannot open shared object file" in why
     assert "set_env.sh" in why

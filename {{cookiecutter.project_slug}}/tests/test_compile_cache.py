@@ -7,7 +7,11 @@ import pytest
 import torch
 
 from {{ cookiecutter.package_name }}.backend import BACKEND_ENV, select_backend
-from {{ cookiecutter.package_name }}.model import CACHE_DIR, INPUT_SHAPE, {{ cookiecutter.model_class }}
+from {{ cookiecutter.package_name }}.model import (  # one per line: names vary in length
+    CACHE_DIR,
+    INPUT_SHAPE,
+    {{ cookiecutter.model_class }},
+)
 
 
 @pytest.fixture

@@ -8,16 +8,20 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from {{ cookiecutter.package_name }} import {{ "meta_registrations" if op_plugin else "custom_op" }}
 from {{ cookiecutter.package_name }}.backend import STAND_IN
 {%- if op_plugin %}
-from {{ cookiecutter.package_name }}.meta_registrations import {{ cookiecutter.op_name }}_meta as shape_function
 from {{ cookiecutter.package_name }}.op_plugin_dev import reference
 {%- else %}
-from {{ cookiecutter.package_name }}.custom_op import {{ cookiecutter.__op.rstrip("_") }}_fake as shape_function
 from {{ cookiecutter.package_name }}.custom_op import reference
 {%- endif %}
 
 OP = torch.ops.{{ cookiecutter.__op_ns }}.{{ cookiecutter.__op }}
+{%- if op_plugin %}
+shape_function = meta_registrations.{{ cookiecutter.op_name }}_meta
+{%- else %}
+shape_function = custom_op.{{ cookiecutter.__op.rstrip("_") }}_fake
+{%- endif %}
 SHAPES = [(7,), (2, 8, 32), (3, 1, 5, 4)]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 

@@ -43,6 +43,37 @@ def test_accepts_every_schema_in_atens_native_functions():
     assert [func for func in funcs if isinstance(opschema.parse_schema(func), str)] == []
 
 
+def test_accepts_the_forms_op_plugin_itself_uses(tmp_path):
+    """Named outputs, new_params locals, retired Dimname overloads, and an op relisted per version."""
+    entries = """\
+        - func: add_norm(Tensor x, Tensor y, *, ScalarType? dst_dtype=None) -> (Tensor y_out, Tensor rstd)
+          op_api: all_version
+          exposed: all_version
+          device_check: NoCheck
+          tags: nondeterministic_seeded
+          gen_opapi:
+            y_out:
+              size: x
+              dtype: dst_type
+            rstd:
+              size: '{x.size(0), 1}'
+              dtype: at::kFloat
+            new_params:
+              dst_type: 'add_norm_dst_type(dst_dtype)'
+            exec: aclnnAddNorm, x, y, dst_type, y_out, rstd
+        - func: max_of.names_dim(Tensor self, Dimname dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+          acl_op: all_version
+        - func: scaled(Tensor x, int k) -> Tensor
+          op_api: [v2.1, v2.6]
+        - func: scaled(Tensor x, SymInt k) -> Tensor
+          op_api: [v2.7, newest]
+      symint:
+        - func: scaled(Tensor x, SymInt k) -> Tensor
+          op_api: [v2.7, newest]
+    """
+    assert findings(tmp_path, entries) == []
+
+
 def test_accepts_version_forms(tmp_path):
     """all_version, a [first, last] range, [first, newest] and a comma list are all valid."""
     entries = """\

@@ -72,11 +72,13 @@ class {{ cookiecutter.model_class }}(nn.Module):
         x = x + self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=True))
 {%- if cookiecutter.custom_op == "in_place" %}
         mlp = self.down(F.silu(self.up(self.mlp_norm(x))))
-        {{ op }}(x, mlp)  # the custom op: x += mlp, in place
+        # The custom op: x += mlp, in place.
+        {{ op }}(x, mlp)
         return x
 {%- elif cookiecutter.custom_op == "out_of_place" %}
         mlp = self.down(F.silu(self.up(self.mlp_norm(x))))
-        return {{ op }}(x, mlp)  # the custom op: x + mlp
+        # The custom op: x + mlp.
+        return {{ op }}(x, mlp)
 {%- else %}
         return x + self.down(F.silu(self.up(self.mlp_norm(x))))
 {%- endif %}
