@@ -63,6 +63,11 @@ def notes(answers: dict[str, str]) -> list[str]:
             f"Note: the in-place op is named {answers['__op']}, not {answers['op_name']}: "
             "torch.library in-place ops end with _."
         )
+    if answers["custom_op"] == "in_place" and answers["op_registration"] == "op_plugin":
+        found.append(
+            f"Note: the in-place op keeps the name {answers['op_name']}, without a trailing _: "
+            "op-plugin's code generator reads name_ as an ATen in-place variant, which must return self."
+        )
     return found
 
 

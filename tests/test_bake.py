@@ -80,6 +80,18 @@ def test_no_unrendered_jinja(baked, answers):
     assert not leftovers
 
 
+@pytest.mark.parametrize("mode", ["npugraph_ex", "cache_compile"])
+def test_no_custom_op_leaves_no_trace(baked, mode):
+    """Without a custom op no file mentions one: no import, no torch.ops call, no yaml, no README section."""
+    project = baked(mode=mode, custom_op="none")
+    mentions = [
+        name
+        for name in files_in(project)
+        if re.search(r"custom_op|meta_registrations|op_plugin|torch\.ops\.", (project / name).read_text())
+    ]
+    assert mentions == []
+
+
 # The longest names the pre-generation hook accepts (32 characters), and a long path.
 LONG_NAMES = {
     "project_name": "A Rather Long Project Name For Graph Mode Inference On Ascend NPUs",

@@ -7,8 +7,7 @@ import pytest
 import torch
 import yaml
 
-from {{ cookiecutter.package_name }} import opschema
-from {{ cookiecutter.package_name }}.op_plugin_dev import OP_NAME, SCHEMA_FILE, schema
+from {{ cookiecutter.package_name }} import op_plugin_dev, opschema
 
 LOADER = getattr(
     yaml, "CSafeLoader", yaml.SafeLoader
@@ -25,14 +24,26 @@ def findings(tmp_path, entries: str, *, header: str = HEADER) -> list[str]:
 
 def test_project_schema_passes_strict(capsys):
     """This project's op_plugin_functions.yaml has no finding, warnings included."""
-    assert opschema.main(["--strict", str(SCHEMA_FILE)]) == 0
+    assert opschema.main(["--strict", str(op_plugin_dev.SCHEMA_FILE)]) == 0
     assert capsys.readouterr().out == ""
 
 
 def test_op_is_defined_from_the_yaml():
     """torch.ops.npu.{{ cookiecutter.op_name }} has exactly the schema the yaml's func declares."""
-    declared = torch._C.parse_schema(f"npu::{schema()}")
-    assert getattr(torch.ops.npu, OP_NAME).default._schema == declared
+    declared = torch._C.parse_schema(f"npu::{op_plugin_dev.schema()}")
+    assert getattr(torch.ops.npu, op_plugin_dev.OP_NAME).default._schema == declared
+
+
+def test_op_missing_on_an_npu_is_an_error_with_the_steps():
+    """Where an NPU runs but torch_npu lacks the op, the stand-in refuses and points at the rebuild."""
+    with pytest.raises(RuntimeError, match=r"torch_npu has no npu::not_built\. .*rebuild"):
+        op_plugin_dev.define_if_missing("not_built", "not_built(Tensor x) -> Tensor", npu_ok=True)
+
+
+def test_existing_op_is_left_alone():
+    """An op torch_npu already has (here: the one defined at import) is not defined again."""
+    name, func = op_plugin_dev.OP_NAME, op_plugin_dev.schema()
+    assert op_plugin_dev.define_if_missing(name, func, npu_ok=False) is None
 
 
 def test_accepts_every_schema_in_atens_native_functions():

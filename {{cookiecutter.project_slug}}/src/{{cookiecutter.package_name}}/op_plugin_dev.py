@@ -39,15 +39,25 @@ def reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 {%- endif %}
 
 
-if not hasattr(torch.ops.npu, OP_NAME):
-    npu_ok, _ = npu_status()
+def define_if_missing(name: str, func: str, npu_ok: bool) -> Library | None:
+    """Define npu::<name> from `func` with the reference kernel, unless torch_npu already has it.
+
+    On a usable NPU a missing op means torch_npu was not rebuilt with it: that is an error, with
+    the steps, rather than a silent fallback to the reference kernel.
+    """
+    if hasattr(torch.ops.npu, name):
+        return None
     if npu_ok:
         raise RuntimeError(
-            f"torch_npu has no npu::{OP_NAME}. Add the entry of {SCHEMA_FILE.name} under `custom:` "
+            f"torch_npu has no npu::{name}. Add the entry of {SCHEMA_FILE.name} under `custom:` "
             "in op-plugin's op_plugin_functions.yaml, deploy your Ascend C kernel and rebuild "
             "torch_npu: README, section 'The op-plugin operator'."
         )
-    # Keep a reference: the definition lasts as long as this Library object.
-    _library = Library("npu", "FRAGMENT")
-    _library.define(schema())
-    _library.impl(OP_NAME, reference, "CompositeExplicitAutograd")
+    library = Library("npu", "FRAGMENT")
+    library.define(func)
+    library.impl(name, reference, "CompositeExplicitAutograd")
+    return library
+
+
+# Kept: the definition lasts as long as its Library object.
+_library = define_if_missing(OP_NAME, schema(), npu_status()[0])
