@@ -1,0 +1,287 @@
+{%- set cache = cookiecutter.mode == "cache_compile" -%}
+"""Why won't graph mode run here? One screen of OK / WARN / FAIL lines, each FAIL with its fix.
+
+    python -m {{ cookiecutter.package_name }}.doctor [--json]
+
+Exit 0 when the MRE runs in graph mode (npugraph_ex) on this machine, 1 when it runs but falls
+back to a stand-in, 2 when it cannot run at all. Whatever is broken, it reports instead of
+crashing: a check that fails unexpectedly is itself a FAIL line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+PINNED_TORCH_NPU = "{{ cookiecutter.torch_npu_version }}"
+CANN_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
+SET_ENV_SCRIPTS = (
+    "/usr/local/Ascend/ascend-toolkit/set_env.sh",
+    "/usr/local/Ascend/cann/set_env.sh",  # the CANN 9.1 layout
+)
+SOURCE_CANN = "source <CANN>/set_env.sh, e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    """OK, WARN or FAIL."""
+    detail: str
+    fix: str = ""
+    blocking: bool = False
+    """A FAIL that stops the MRE from running at all, not just from running in graph mode."""
+
+
+def installed_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def base_version(version: str) -> str:
+    """2.13.0+cpu and 2.13.0.* both mean 2.13.0 here."""
+    return version.split("+")[0].removesuffix(".*")
+
+
+def torch_npu_wants() -> str | None:
+    """The torch version the installed torch_npu requires, from its metadata."""
+    for requirement in importlib.metadata.requires("torch-npu") or []:
+        if match := re.fullmatch(
+            r"torch\s*\(?\s*==\s*([\w.+*]+)\s*\)?", requirement.split(";")[0].strip()
+        ):
+            return base_version(match.group(1))
+    return None
+
+
+def check_python() -> Check:
+    return Check("python", "OK", f"{platform.python_version()} ({sys.executable})")
+
+
+def check_versions() -> Check:
+    torch_version, npu_version = installed_version("torch"), installed_version("torch-npu")
+    if torch_version is None:
+        return Check(
+            "versions", "FAIL", "torch is not installed", 'pip install -e "."', blocking=True
+        )
+    if npu_version is None:
+        return Check("versions", "OK", f"torch {torch_version} (torch_npu not installed)")
+    detail = f"torch {torch_version}, torch_npu {npu_version}"
+    wanted = torch_npu_wants()
+    if wanted and wanted != base_version(torch_version):
+        fix = f"pip install torch=={wanted} --index-url https://download.pytorch.org/whl/cpu"
+        return Check(
+            "versions", "FAIL", f"{detail}: torch_npu {npu_version} needs torch {wanted}", fix
+        )
+    if npu_version != PINNED_TORCH_NPU:
+        return Check(
+            "versions", "WARN", f"{detail}; this project pins torch_npu {PINNED_TORCH_NPU}"
+        )
+    return Check("versions", "OK", f"{detail}, a matching pair")
+
+
+def check_torch() -> Check:
+    # Imported inside the checks: a broken torch must become a FAIL line, not a traceback.
+    import torch
+
+    build = f"torch {torch.__version__}"
+    if torch.version.cuda and installed_version("torch-npu"):
+        fix = "install torch's CPU build: torch_npu refuses to load beside a CUDA build"
+        return Check("torch-build", "FAIL", f"{build} is a CUDA build", fix)
+    return Check("torch-build", "OK", build)
+
+
+def check_torch_npu() -> list[Check]:
+    if importlib.util.find_spec("torch_npu") is None:
+        fix = 'on an Ascend machine: pip install -e ".[npu]"'
+        return [
+            Check("torch_npu", "WARN", "not installed: graph mode falls back to the stand-in", fix)
+        ]
+    try:
+        torch_npu = importlib.import_module("torch_npu")
+    except (ImportError, OSError, RuntimeError) as error:
+        first_line = (str(error).splitlines() or [type(error).__name__])[0]
+        fix = f"{SOURCE_CANN}; meanwhile `import torch` elsewhere fails unless TORCH_DEVICE_BACKEND_AUTOLOAD=0"
+        if "libhccl" not in first_line and "libascend" not in first_line:
+            fix = "reinstall torch_npu to match torch; " + fix
+        return [Check("torch_npu", "FAIL", f"installed but fails to import: {first_line}", fix)]
+    import torch
+
+    checks = [Check("torch_npu", "OK", f"torch_npu {torch_npu.__version__} imports")]
+    count = torch.npu.device_count() if torch.npu.is_available() else 0
+    if count == 0:
+        fix = "check `npu-smi info`, the driver, and ASCEND_RT_VISIBLE_DEVICES"
+        return [*checks, Check("npu", "FAIL", "no NPU visible", fix)]
+    soc = torch.npu.get_device_name(0)
+    from .backend import NO_CAPTURE_SOCS
+
+    if soc.startswith(NO_CAPTURE_SOCS):
+        detail = f"{count} x {soc}, which cannot capture aclgraphs"
+        return [*checks, Check("npu", "WARN", detail, "npugraph_ex needs Atlas A2/A3 or newer")]
+    return [*checks, Check("npu", "OK", f"{count} x {soc}, aclgraph capture supported")]
+
+
+def check_cann() -> list[Check]:
+    needed = installed_version("torch-npu") is not None
+    checks = []
+    for variable in CANN_VARIABLES:
+        value = os.environ.get(variable)
+        if value and not Path(value).exists():
+            detail = f"{variable}={value} does not exist"
+            checks.append(Check(variable, "FAIL", detail, f"{SOURCE_CANN}, or unset {variable}"))
+        elif value:
+            checks.append(Check(variable, "OK", value))
+        else:
+            status = "WARN" if needed else "OK"
+            checks.append(
+                Check(variable, status, "not set (CANN not sourced)", SOURCE_CANN if needed else "")
+            )
+    home = os.environ.get("ASCEND_HOME_PATH")
+    candidates = [*SET_ENV_SCRIPTS, *([str(Path(home).parent / "set_env.sh")] if home else [])]
+    found = [script for script in candidates if Path(script).is_file()]
+    if found:
+        checks.append(Check("set_env.sh", "OK", found[0]))
+    else:
+        status = "WARN" if needed else "OK"
+        checks.append(
+            Check(
+                "set_env.sh",
+                status,
+                "none found in the usual places",
+                "install CANN" if needed else "",
+            )
+        )
+    return checks
+
+
+def check_backends() -> Check:
+    import torch._dynamo
+
+    known = torch._dynamo.list_backends()
+    if "npugraph_ex" in known:
+        return Check("backends", "OK", f"npugraph_ex is registered ({len(known)} backends)")
+    detail = f"npugraph_ex is not registered; torch sees {', '.join(known)}"
+    return Check("backends", "WARN", detail, "install torch_npu, which registers npugraph_ex")
+
+
+def check_choice() -> Check:
+    from .backend import select_backend
+
+    try:
+        backend = select_backend()
+    except (RuntimeError, ValueError) as error:
+        return Check(
+            "mre-backend",
+            "FAIL",
+            str(error),
+            "unset NPUGRAPH_BACKEND or fix its value",
+            blocking=True,
+        )
+    status = "OK" if backend.is_npugraph_ex else "WARN"
+    return Check("mre-backend", status, f"{backend.name}: {backend.reason}")
+{%- if cache %}
+
+
+def check_cache_dir() -> Check:
+    from .model import CACHE_DIR
+
+    folder = Path(CACHE_DIR)
+    if not folder.exists():
+        return Check("cache-dir", "OK", f"{folder}/ not written yet: the first NPU run writes it")
+    paths = [folder, *folder.rglob("*")]
+    size = sum(path.stat().st_size for path in paths if path.is_file())
+    uid = getattr(os, "getuid", lambda: None)()
+    foreign = [path for path in paths if uid is not None and path.stat().st_uid != uid]
+    loose = [path for path in paths if path.is_file() and path.stat().st_mode & 0o777 != 0o600]
+    # cache_compile refuses a cache it does not own, and one whose files are not mode 0600.
+    if foreign or loose:
+        problem = (
+            f"owned by another user: {foreign[0]}" if foreign else f"not mode 0600: {loose[0]}"
+        )
+        fix = f"remove it (rm -r {folder}); the next NPU run rebuilds it"
+        return Check("cache-dir", "FAIL", f"{folder}/ has files {problem}", fix)
+    return Check(
+        "cache-dir",
+        "OK",
+        f"{folder}/, {len(paths) - 1} entries, {size / 1e6:.1f} MB, yours, mode 0600",
+    )
+{%- endif %}
+
+
+CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
+    check_python,
+    check_versions,
+    check_torch,
+    check_torch_npu,
+    check_cann,
+    check_backends,
+    check_choice,
+{%- if cache %}
+    check_cache_dir,
+{%- endif %}
+)
+
+
+def run_checks() -> list[Check]:
+    """Every check, each shielded: one that crashes is reported as a FAIL with its error."""
+    results = []
+    for check in CHECKS:
+        try:
+            outcome = check()
+        except Exception as error:  # noqa: BLE001  (the doctor must report, never crash)
+            name = check.__name__.removeprefix("check_")
+            outcome = Check(name, "FAIL", f"the check itself failed: {error!r}")
+        results += outcome if isinstance(outcome, list) else [outcome]
+    return results
+
+
+def verdict(checks: list[Check]) -> tuple[int, str]:
+    """The exit code, and the sentence that explains it."""
+    if failed := [check.name for check in checks if check.status == "FAIL" and check.blocking]:
+        return 2, f"the MRE cannot run here: fix {', '.join(failed)} first"
+    choice = next((check for check in checks if check.name == "mre-backend"), None)
+    if choice and choice.status == "OK":
+        return 0, "the MRE runs in graph mode (npugraph_ex) here"
+    return 1, "the MRE runs here, but falls back to a stand-in: see WARN and FAIL above"
+
+
+def render(checks: list[Check], summary: str) -> str:
+    width = max(len(check.name) for check in checks)
+    lines = []
+    for check in checks:
+        lines.append(f"{check.status:<4}  {check.name:<{width}}  {check.detail}")
+        if check.fix and check.status != "OK":
+            lines.append(f"{'':<4}  {'':<{width}}  fix: {check.fix}")
+    return "\n".join([*lines, "", summary])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    arguments = parser.parse_args(argv)
+    checks = run_checks()
+    code, summary = verdict(checks)
+    if arguments.json:
+        report = {
+            "verdict": code,
+            "summary": summary,
+            "checks": [asdict(check) for check in checks],
+        }
+        print(json.dumps(report, indent=2))
+    else:
+        print(render(checks, summary))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+{%- set cache = cookiecutter.mode == "cache_compile" -%}
+"""The doctor: the right verdict here and on simulated broken machines, never a traceback."""
+
+import json
+{%- if cache %}
+import os
+{%- endif %}
+import sys
+
+import pytest
+
+from {{ cookiecutter.package_name }} import doctor
+from {{ cookiecutter.package_name }}.backend import BACKEND_ENV, npu_status
+{%- if cache %}
+from {{ cookiecutter.package_name }}.model import CACHE_DIR
+{%- endif %}
+
+
+@pytest.fixture(autouse=True)
+def default_backend(monkeypatch):
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
+
+
+def run(capsys, *arguments: str) -> tuple[int, str]:
+    code = doctor.main(list(arguments))
+    return code, capsys.readouterr().out
+
+
+def line_of(report: str, name: str) -> str:
+    """The report's line for one check, with its fix line if it has one."""
+    lines = report.splitlines()
+    (index,) = (i for i, line in enumerate(lines) if line.split()[1:2] == [name])
+    has_fix = index + 1 < len(lines) and lines[index + 1].strip().startswith("fix:")
+    return "\n".join(lines[index : index + 1 + has_fix])
+
+
+def test_verdict_on_this_machine(capsys):
+    """Exit 0 where an NPU runs npugraph_ex, else 1: the MRE falls back to the stand-in."""
+    code, report = run(capsys)
+    expected = 0 if npu_status()[0] else 1
+    assert code == expected
+    assert report.splitlines()[-1] == doctor.verdict(doctor.run_checks())[1]
+
+
+def test_json_carries_every_check(capsys):
+    """--json prints one object: the verdict, a summary and each check's name, status and fix."""
+    code, output = run(capsys, "--json")
+    report = json.loads(output)
+    assert report["verdict"] == code
+    names = [check["name"] for check in report["checks"]]
+    assert {"python", "versions", "torch-build", "torch_npu", "mre-backend"} <= set(names)
+    for check in report["checks"]:
+        assert check["status"] in {"OK", "WARN", "FAIL"}
+        assert set(check) == {"name", "status", "detail", "fix", "blocking"}
+
+
+def test_torch_npu_that_cannot_load_points_at_cann(capsys, tmp_path, monkeypatch):
+    """A torch_npu failing on libhccl.so is a FAIL naming CANN, set_env.sh and the autoload trap."""
+    (tmp_path / "torch_npu").mkdir()
+    (tmp_path / "torch_npu" / "__init__.py").write_text(
+        'raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")\n'
+    )
+    metadata = tmp_path / "torch_npu-2.13.0.dist-info"
+    metadata.mkdir()
+    (metadata / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torch-npu\nVersion: 2.13.0\nRequires-Dist: torch==2.13.0.*\n"
+    )
+    monkeypatch.syspath_prepend(tmp_path)
+    monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
+    code, report = run(capsys)
+    assert code == 1
+    torch_npu = line_of(report, "torch_npu")
+    assert torch_npu.startswith("FAIL")
+    assert "libhccl.so: cannot open shared object file" in torch_npu
+    assert "set_env.sh" in torch_npu
+    assert "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in torch_npu
+
+
+def test_cann_variable_pointing_nowhere_fails_with_fix(capsys, tmp_path, monkeypatch):
+    """ASCEND_HOME_PATH naming a missing folder is a FAIL that says to source set_env.sh."""
+    missing = tmp_path / "Ascend" / "missing"
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(missing))
+    _, report = run(capsys)
+    line = line_of(report, "ASCEND_HOME_PATH")
+    assert line.startswith(f"FAIL  ASCEND_HOME_PATH  ASCEND_HOME_PATH={missing} does not exist")
+    assert "fix: source <CANN>/set_env.sh" in line
+
+
+def test_unknown_forced_backend_means_it_cannot_run(capsys, monkeypatch):
+    """An invalid $NPUGRAPH_BACKEND stops the MRE: exit 2, and the line says how to fix it."""
+    monkeypatch.setenv(BACKEND_ENV, "no-such-backend")
+    code, report = run(capsys)
+    assert code == 2
+    assert "unset NPUGRAPH_BACKEND" in line_of(report, "mre-backend")
+
+
+def test_a_crashing_check_is_reported_not_raised(capsys, monkeypatch):
+    """A check that raises becomes a FAIL line with the error; the other checks still run."""
+
+    def check_explodes():
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(doctor, "CHECKS", (check_explodes, *doctor.CHECKS))
+    _, report = run(capsys)
+    assert "FAIL  explodes" in report
+    assert "disk on fire" in report
+    assert "mre-backend" in report
+{%- if cache %}
+
+
+@pytest.fixture
+def cache_file(tmp_path, monkeypatch):
+    """A cache_compile file in an empty working directory, mode 0600 like cache_compile writes."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / CACHE_DIR / "Model_static_aclgraphcache_0" / "_forward" / "compiled_module"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"cache")
+    path.chmod(0o600)
+    return path
+
+
+def test_own_cache_is_ok(capsys, cache_file):
+    """A cache owned by this user with 0600 files passes."""
+    _, report = run(capsys)
+    assert line_of(report, "cache-dir").startswith("OK")
+
+
+def test_cache_file_with_loose_mode_fails(capsys, cache_file):
+    """A cache file that is not 0600 is a FAIL, since cache_compile would refuse it."""
+    cache_file.chmod(0o644)
+    _, report = run(capsys)
+    line = line_of(report, "cache-dir")
+    assert line.startswith("FAIL")
+    assert "not mode 0600" in line
+    assert "rm -r" in line
+
+
+NOT_ROOT = getattr(os, "geteuid", lambda: -1)() != 0
+
+
+@pytest.mark.skipif(NOT_ROOT, reason="giving a file away needs root")
+def test_foreign_owned_cache_fails(capsys, cache_file):
+    """A cache file owned by another user is a FAIL, since cache_compile would refuse it."""
+    os.chown(cache_file, os.getuid() + 1, os.getgid())
+    _, report = run(capsys)
+    line = line_of(report, "cache-dir")
+    assert line.startswith("FAIL")
+    assert "owned by another user" in line
+{%- endif %}
