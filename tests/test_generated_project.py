@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import filecmp
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,6 +65,58 @@ def test_mre_runs_and_reports_the_stand_in(baked, answers):
     assert result.returncode == 0, result.stderr
     assert "backend     aot_eager (no usable NPU (torch_npu is not installed)" in result.stdout
     assert "output      (2, 8, 32) float32 on cpu" in result.stdout
+
+
+def export(project: Path, target: str, path: Path) -> None:
+    result = run_in(project, "-m", f"{package_of(project)}.export_mre", "-o", str(path), "--target", target)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("target", ["npu", "portable"])
+@pytest.mark.parametrize("answers", CODE_VARIANTS, ids=variant_id)
+def test_exported_mre_lints_clean(baked, answers, target, tmp_path):
+    """The exported single file passes ruff check (isort included) and ruff format, standalone."""
+    path = tmp_path / "mre.py"
+    export(baked(**answers), target, path)
+    for command in (["check", "--extend-select", "I,W"], ["format", "--check", "--line-length", "100"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, "--isolated", "--no-cache", str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("answers", ENTRY_POINT_VARIANTS, ids=variant_id)
+def test_portable_export_runs_alone_and_matches_the_mre(baked, answers, tmp_path):
+    """In a folder where only torch can be imported, the portable export computes what the MRE does."""
+    project, clean = baked(**answers), tmp_path / "clean"
+    package, output = package_of(project), clean / "output.pt"
+    clean.mkdir()
+    export(project, "portable", clean / "mre.py")
+    run_alone = (
+        "import importlib.util, runpy, torch\n"
+        f"assert importlib.util.find_spec({package!r}) is None, 'the project is importable'\n"
+        "step = runpy.run_path('mre.py', run_name='exported')['infer_one_step']\n"
+        "torch.save(step(), 'output.pt')\n"
+    )
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    alone = subprocess.run(
+        [sys.executable, "-c", run_alone],
+        cwd=clean,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert alone.returncode == 0, alone.stderr
+    compare = (
+        f"import torch\nfrom {package}.mre import infer_one_step\n"
+        f"torch.testing.assert_close(infer_one_step(), torch.load({str(output)!r}))\n"
+    )
+    result = run_in(project, "-c", compare)
+    assert result.returncode == 0, result.stderr
 
 
 BROKEN_TORCH_NPU = {

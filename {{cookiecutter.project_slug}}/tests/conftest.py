@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return
     skip = pytest.mark.skip(reason=f"needs an Ascend NPU: {why}")
     for item in items:
-        if "npu" in item.keywords:
+        if item.get_closest_marker("npu"):
             item.add_marker(skip)
 
 

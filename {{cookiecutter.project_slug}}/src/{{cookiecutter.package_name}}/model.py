@@ -55,10 +55,10 @@ class {{ cookiecutter.model_class }}(nn.Module):
           torch.compile: the Dynamo result is cached, so the next start skips compiling
         - dynamic=False: fixed shapes; aclgraph has no dynamic shapes, and dynamic=True may still
           capture one aclgraph per shape
-        - cache_dir=CACHE_DIR: where the cache goes (npugraph_ex's default is .torchair_cache); it is
-          keyed on str(model) and the options, not on your code: clear it after editing _forward()
-          or upgrading CANN
-        - options: backend.NPUGRAPH_EX_OPTIONS on an NPU (the stand-in takes none)
+        - cache_dir=CACHE_DIR: where the cache goes (npugraph_ex's default: .torchair_cache);
+          it is keyed on str(model) and the options, not on your code: clear it after editing
+          _forward() or upgrading CANN
+        - options: NPUGRAPH_EX_OPTIONS (backend.py) on an NPU; the stand-in takes none
         - _forward() must compile as one graph, once: no RNG ops, no backward, no recompiles
         """
         return self.cached_forward(dummy_input)
