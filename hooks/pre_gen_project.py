@@ -72,6 +72,8 @@ def check_model_class(name: str) -> str | None:
         return f"clashes with the name `{name}` the generated code already uses; e.g. TinyBlock"
     if name.startswith("Test"):
         return "starts with Test, so pytest would try to collect it as a test class; e.g. TinyBlock"
+    if name.isupper():
+        return "is all capitals, which ruff's import sorting takes for a constant; use CapWords, e.g. Cnn"
     return None
 
 

@@ -35,6 +35,7 @@ BAD_ANSWERS = {
     "model_class a keyword": ("model_class", "None", "Python keyword"),
     "model_class clashing with generated code": ("model_class", "INPUT_SHAPE", "clashes with the name"),
     "model_class collected by pytest": ("model_class", "TestNet", "collect it as a test class"),
+    "model_class in capitals": ("model_class", "CNN", "all capitals"),
     "cache_dir with a newline": ("cache_dir", "cache\nrm", "control character"),
     "input_shape with a word": ("input_shape", "2, eight, 32", "positive integers"),
     "input_shape with zero": ("input_shape", "2, 0, 32", "positive integers"),
@@ -146,13 +147,13 @@ def module_level_names(source: str) -> set[str]:
 
 
 def test_generated_names_list_what_model_class_could_clash_with(baked):
-    """GENERATED_NAMES is exactly what the files importing the model class bind, tests aside."""
+    """GENERATED_NAMES is exactly what the files defining or importing the model class bind, tests aside."""
     bound = set()
     for mode in CHOICES["mode"]:
         for path in baked(mode=mode).rglob("*.py"):
-            source = path.read_text()
-            if "TinyBlock" in source:
-                bound |= module_level_names(source)
+            names = module_level_names(path.read_text())
+            if "TinyBlock" in names:
+                bound |= names
     bound -= {"TinyBlock", "annotations"}
     assert {name for name in bound if not name.startswith("test_")} == pre_gen.GENERATED_NAMES
 

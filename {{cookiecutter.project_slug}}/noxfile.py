@@ -31,6 +31,27 @@ def mre(session: nox.Session) -> None:
     """One inference step, with the report of what ran and why."""
     session.install("-e", ".")
     session.run("python", "-m", f"{PACKAGE}.mre")
+
+
+@nox.session
+def doctor(session: nox.Session) -> None:
+    """Why graph mode will or won't run here (exit 0 graph mode, 1 fallback, 2 cannot run)."""
+    session.install("-e", ".")
+    session.run("python", "-m", f"{PACKAGE}.doctor", *session.posargs, success_codes=[0, 1])
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Eager against graph mode on the same model and input: `nox -s bench -- --iters 200`."""
+    session.install("-e", ".")
+    session.run("python", "-m", f"{PACKAGE}.bench", *session.posargs)
+
+
+@nox.session
+def export_mre(session: nox.Session) -> None:
+    """Write the MRE as one self-contained file: `nox -s export_mre -- -o bug.py --target npu`."""
+    session.install("-e", ".")
+    session.run("python", "-m", f"{PACKAGE}.export_mre", *session.posargs)
 {%- if op_plugin %}
 
 

@@ -18,7 +18,7 @@ def no_npu(monkeypatch):
 def npu(monkeypatch):
     """A machine whose NPU can capture aclgraphs."""
     monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
-    monkeypatch.setattr(backend, "npu_status", lambda: (True, "Ascend910B1, torch_npu 2.13.0"))
+    monkeypatch.setattr(backend, "npu_status", lambda: (True, "Ascend910B1 ready"))
 
 
 def test_stand_in_without_npu_says_why(no_npu):

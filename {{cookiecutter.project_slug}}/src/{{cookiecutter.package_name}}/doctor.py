@@ -50,7 +50,7 @@ def installed_version(distribution: str) -> str | None:
 
 
 def base_version(version: str) -> str:
-    """2.13.0+cpu and 2.13.0.* both mean 2.13.0 here."""
+    """X.Y.Z+cpu and X.Y.Z.* both mean X.Y.Z here."""
     return version.split("+")[0].removesuffix(".*")
 
 

@@ -1,0 +1,161 @@
+"""bench: eager against graph mode, outputs checked first, timings summarized, recompiles named."""
+
+import json
+
+import pytest
+
+from {{ cookiecutter.package_name }} import bench
+from {{ cookiecutter.package_name }}.backend import BACKEND_ENV, Backend, select_backend
+from {{ cookiecutter.package_name }}.model import INPUT_SHAPE
+
+FAST = ["--iters", "3", "--warmup", "1"]
+FIELDS = {
+    "backend",
+    "reason",
+    "device",
+    "shape",
+    "iters",
+    "warmup",
+    "compile_s",
+    "eager",
+    "graph",
+    "speedup",
+    "recompiled",
+    "outputs_match",
+    "note",
+}
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch, tmp_path):
+    """No forced backend, no cache left in the project, and main()'s --backend undone afterwards."""
+    # setenv first records the original value, so teardown also removes what --backend sets.
+    monkeypatch.setenv(BACKEND_ENV, "")
+    monkeypatch.delenv(BACKEND_ENV)
+    # cache_compile writes its cache (on an NPU) relative to the working directory.
+    monkeypatch.chdir(tmp_path)
+
+
+def run_json(capsys, *args: str) -> dict:
+    """main() with fast settings and --json, and the object it printed."""
+    assert bench.main([*FAST, "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def fabricated_run(before: dict, after: dict) -> bench.Run:
+    """A timed loop of three iterations, the last one's graph call slow."""
+    return bench.Run(
+        counters_before=before,
+        counters_after=after,
+        host_ms={"eager": [2.0, 2.0, 2.0], "graph": [1.0, 1.0, 4.0]},
+    )
+
+
+def summarize(run: bench.Run) -> dict:
+    return bench.summarize(Backend("aot_eager", "cpu", "a test"), INPUT_SHAPE, 1, 0.5, run)
+
+
+def test_json_is_one_object_with_every_field(capsys):
+    """--json prints a single object holding every documented field."""
+    result = run_json(capsys)
+    assert set(result) >= FIELDS
+    for mode in ("eager", "graph"):
+        assert set(result[mode]) >= {"p50_ms", "p95_ms", "mean_ms"}
+    assert set(result["speedup"]) >= {"median", "p25", "p75"}
+
+
+def test_json_values_are_sane(capsys):
+    """The outputs match, nothing recompiles, and every time and ratio is positive and ordered."""
+    result = run_json(capsys)
+    backend = select_backend()
+    assert (result["backend"], result["reason"]) == (backend.name, backend.reason)
+    assert (result["device"], result["shape"]) == (backend.device, list(INPUT_SHAPE))
+    assert (result["iters"], result["warmup"]) == (3, 1)
+    assert result["outputs_match"] is True
+    assert result["recompiled"] == []
+    assert result["compile_s"] > 0
+    for mode in ("eager", "graph"):
+        assert 0 < result[mode]["p50_ms"] <= result[mode]["p95_ms"]
+        assert result[mode]["mean_ms"] > 0
+    speedup = result["speedup"]
+    assert 0 < speedup["p25"] <= speedup["median"] <= speedup["p75"]
+
+
+def test_table_names_the_backend_and_why(capsys):
+    """The table's backend row gives the backend select_backend() picks and its reason."""
+    assert bench.main(FAST) == 0
+    backend = select_backend()
+    assert f"backend     {backend.name} ({backend.reason})" in capsys.readouterr().out
+
+
+def test_table_flags_the_stand_in_off_npu(capsys):
+    """Unless npugraph_ex ran, a note says the numbers do not predict NPU speed."""
+    assert bench.main(FAST) == 0
+    note = "do not predict NPU speed" in capsys.readouterr().out
+    assert note is not select_backend().is_npugraph_ex
+
+
+def test_backend_flag_is_honoured(capsys):
+    """--backend eager times the eager backend as graph mode, and says it was forced."""
+    result = run_json(capsys, "--backend", "eager")
+    assert result["backend"] == "eager"
+    assert f"forced by {BACKEND_ENV}" in result["reason"]
+
+
+def test_unknown_backend_exits_2(capsys):
+    """A backend torch.compile does not know stops bench before it builds anything."""
+    assert bench.main([*FAST, "--backend", "no_such_backend"]) == 2
+    assert "no_such_backend" in capsys.readouterr().err
+
+
+def test_shape_flag_sets_the_input_shape(capsys):
+    """--shape times another input shape, and the result reports it."""
+    shape = (3, 5, INPUT_SHAPE[-1])  # the last dimension is the model's hidden size
+    result = run_json(capsys, "--shape", ",".join(map(str, shape)))
+    assert result["shape"] == list(shape)
+    assert result["outputs_match"] is True
+
+
+def test_outputs_that_differ_stop_the_run(capsys, monkeypatch):
+    """A graph that computes something else is reported and exits 1 without timing."""
+    build = bench.build
+
+    def off_by_one(backend, shape):
+        eager, _, dummy_input = build(backend, shape)
+        return eager, lambda x: eager(x) + 1, dummy_input
+
+    monkeypatch.setattr(bench, "build", off_by_one)
+    assert bench.main([*FAST, "--json"]) == 1
+    captured = capsys.readouterr()
+    assert "does not match eager" in captured.err
+    assert json.loads(captured.out)["outputs_match"] is False
+
+
+def test_no_progress_line_off_a_terminal(capsys):
+    """With stderr not a terminal, bench writes no progress line there."""
+    assert bench.main(FAST) == 0
+    assert "\r" not in capsys.readouterr().err
+
+
+def test_speedup_is_the_median_ratio_with_its_iqr():
+    """Speedup is the median per-iteration eager/graph ratio, so one slow call barely moves it."""
+    speedup = summarize(fabricated_run({}, {}))["speedup"]
+    assert speedup == {"median": 2.0, "p25": 1.25, "p75": 2.0}
+
+
+def test_recompile_while_timing_is_reported():
+    """A counter that moved during the timed loop is named in the result and in the table."""
+    recapture = "npugraph_ex.recapture_due_to_mutated_input_change_graph_0"
+    before = {"stats.unique_graphs": 1}
+    after = {"stats.unique_graphs": 2, recapture: 1}
+    result = summarize(fabricated_run(before, after))
+    assert result["recompiled"] == [recapture, "stats.unique_graphs"]
+    assert f"WARNING: {recapture}, stats.unique_graphs changed" in bench.render_table(result)
+
+
+def test_unchanged_counters_report_no_recompile():
+    """Counters equal before and after the timed loop mean no recompile is reported."""
+    counters = {"stats.unique_graphs": 1, "npugraph_ex.captures": 1}
+    result = summarize(fabricated_run(counters, dict(counters)))
+    assert result["recompiled"] == []
+    assert "none while timing" in bench.render_table(result)
