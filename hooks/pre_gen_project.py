@@ -35,6 +35,11 @@ GENERATED_NAMES = frozenset(
 RESERVED_NAMESPACES = frozenset({"npu", "aten", "prim", "prims", "torch", "_c10d_functional"})
 OP_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*_?")
 MAX_NAME_LENGTH = 32
+# Folders of the generated project: the cache must not be one of them, or inside one.
+PROJECT_FOLDERS = frozenset({".", "src", "tests", ".git", ".nox", ".venv", "build", "dist"})
+GITIGNORE_SPECIAL = "*?[]\\"
+# Names that custom_op.py binds at module level: an op function named so would replace them.
+CUSTOM_OP_NAMES = frozenset({"torch", "reference", "npu_status", "OP_NAME"})
 SLUG = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
@@ -72,6 +77,8 @@ def check_model_class(name: str) -> str | None:
         return f"clashes with the name `{name}` the generated code already uses; e.g. TinyBlock"
     if name.startswith("Test"):
         return "starts with Test, so pytest would try to collect it as a test class; e.g. TinyBlock"
+    if not name[0].isupper():
+        return "does not start with a capital letter, as a class name should; e.g. TinyBlock"
     if name.isupper():
         return "is all capitals, which ruff's import sorting takes for a constant; use CapWords, e.g. Cnn"
     return None
@@ -93,8 +100,13 @@ def check_cache_dir(path: str) -> str | None:
         return "contains a control character such as a newline; e.g. .torchair_cache"
     if PurePosixPath(path).is_absolute() or PureWindowsPath(path).anchor or path.startswith("~"):
         return "must be relative to where the MRE runs (cache_compile resolves it against the working directory); e.g. .torchair_cache"
-    if ".." in PureWindowsPath(path).parts:
+    parts = PureWindowsPath(path).parts
+    if ".." in parts:
         return "must not climb out of the working directory with ..; e.g. .torchair_cache"
+    if not parts or parts[0] in PROJECT_FOLDERS:
+        return "would put the cache inside the project's own files (or be the project); e.g. .torchair_cache"
+    if any(character in path for character in GITIGNORE_SPECIAL) or path.startswith(("#", "!")):
+        return "has characters that .gitignore reads as patterns (* ? [ ] \\ # !); e.g. .torchair_cache"
     return None
 
 
@@ -103,6 +115,8 @@ def check_op_name(name: str, kind: str, registration: str) -> str | None:
         return "is not a snake_case operator name (lowercase letters, digits, single _); e.g. my_op"
     if len(name.rstrip("_")) > MAX_NAME_LENGTH:
         return f"is longer than {MAX_NAME_LENGTH} characters, which keeps generated lines within 100 columns; e.g. my_op"
+    if name in CUSTOM_OP_NAMES and registration == "torch_library":
+        return f"would replace the name `{name}` that custom_op.py already uses; e.g. my_op"
     if name.endswith("_") and kind == "out_of_place":
         return "ends with _, which marks an in-place op; drop the _ or choose custom_op=in_place"
     if name.endswith("_") and registration == "op_plugin":

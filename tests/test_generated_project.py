@@ -149,3 +149,9 @@ def test_autoload_trap_becomes_a_reason_not_a_traceback(baked, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "CANN is not sourced (libhccl.so: cannot open shared object file)" in result.stdout
     assert "Traceback" not in result.stderr
+
+    # The portable export defuses the same trap on its own, without the project.
+    export(project, "portable", tmp_path / "mre.py")
+    exported = run_in(project, str(tmp_path / "mre.py"), PYTHONPATH=str(tmp_path))
+    assert exported.returncode == 0, exported.stderr
+    assert "on cpu" in exported.stdout

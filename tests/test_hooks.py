@@ -47,6 +47,10 @@ BAD_ANSWERS = {
     "cache_dir home": ("cache_dir", "~/cache", "relative"),
     "cache_dir climbing out": ("cache_dir", "cache/../../elsewhere", "climb out"),
     "cache_dir empty": ("cache_dir", " ", "empty"),
+    "cache_dir the project itself": ("cache_dir", ".", "project's own files"),
+    "cache_dir inside src": ("cache_dir", "src/cache", "project's own files"),
+    "cache_dir a gitignore pattern": ("cache_dir", "#cache", "patterns"),
+    "model_class lowercase": ("model_class", "reference", "capital letter"),
     "project_slug with a space": ("project_slug", "my project", "folder and distribution name"),
     "author_email without @": ("author_email", "nobody", "email address"),
 }
@@ -77,6 +81,34 @@ DEFAULTS = {
     "op_name": "my_op",
     "op_namespace": "npu_graph_demo",
 }
+
+
+OP_ANSWERS = {"custom_op": "out_of_place"}
+BAD_OP_ANSWERS = {
+    "op_name not snake_case": (OP_ANSWERS, "op_name", "MyOp", "snake_case"),
+    "out-of-place op ending in _": (OP_ANSWERS, "op_name", "my_op_", "marks an in-place op"),
+    "op-plugin in-place op ending in _": (
+        {"custom_op": "in_place", "op_registration": "op_plugin"},
+        "op_name",
+        "my_op_",
+        "ATen in-place variant",
+    ),
+    "op_name replacing a name custom_op.py uses": (OP_ANSWERS, "op_name", "reference", "already uses"),
+    "namespace owned by torch_npu": (OP_ANSWERS, "op_namespace", "npu", "owned by torch or torch_npu"),
+}
+
+
+@pytest.mark.parametrize(
+    ("answers", "variable", "value", "why"), BAD_OP_ANSWERS.values(), ids=BAD_OP_ANSWERS.keys()
+)
+def test_bad_op_answer_is_refused(tmp_path, capfd, answers, variable, value, why):
+    """Custom-op answers that cannot work are refused like the others, leaving no folder."""
+    with pytest.raises(FailedHookException):
+        bake(tmp_path, **answers, **{variable: value})
+    error = capfd.readouterr().err
+    assert f"ERROR: {variable}={value!r}" in error
+    assert why in error
+    assert not any((tmp_path / "out").iterdir())
 
 
 def test_default_answers_have_no_problems():

@@ -41,11 +41,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def mre_run() -> MreRun:
-    """The MRE's output, report and graph count: compiled once, first, for every test."""
+def mre_run(tmp_path_factory: pytest.TempPathFactory) -> MreRun:
+    """The MRE's output, report and graph count: compiled once, first, for every test.
+
+    It runs in an empty folder, so that a cache_compile cache (relative to the working directory)
+    is always built afresh, never loaded from an earlier run.
+    """
     torch._dynamo.reset()  # a fresh compile, whatever ran before
     printed = io.StringIO()
     graphs_before = counters["stats"]["unique_graphs"]
-    with contextlib.redirect_stdout(printed):
+    with contextlib.chdir(tmp_path_factory.mktemp("mre")), contextlib.redirect_stdout(printed):
         output = infer_one_step()
     return MreRun(output, printed.getvalue(), counters["stats"]["unique_graphs"] - graphs_before)

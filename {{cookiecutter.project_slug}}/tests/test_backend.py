@@ -28,6 +28,20 @@ def test_stand_in_without_npu_says_why(no_npu):
     assert "torch_npu is not installed" in chosen.reason
 
 
+# Option names every torch_npu release with npugraph_ex accepts (7.3.0, 26.0.0 and later).
+PORTABLE_OPTIONS = {
+    "capture_limit", "clone_input", "clone_output", "force_eager", "frozen_parameter",
+    "inplace_pass", "input_inplace_pass", "pattern_fusion_pass", "post_grad_custom_pre_pass",
+    "post_grad_custom_post_pass", "remove_noop_ops", "reuse_graph_pool_in_same_fx",
+    "static_kernel_compile", "use_graph_pool",
+}  # fmt: skip
+
+
+def test_options_use_only_names_every_release_accepts():
+    """An option name that some torch_npu release lacks would fail its first call there."""
+    assert set(backend.NPUGRAPH_EX_OPTIONS) <= PORTABLE_OPTIONS
+
+
 def test_npugraph_ex_on_a_usable_npu(npu):
     """With a capture-capable NPU the choice is npugraph_ex on the NPU, with its options."""
     chosen = backend.select_backend()

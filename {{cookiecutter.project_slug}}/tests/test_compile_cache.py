@@ -16,8 +16,11 @@ from {{ cookiecutter.package_name }}.model import (  # one per line: names vary 
 
 @pytest.fixture
 def in_tmp_dir(tmp_path, monkeypatch):
-    """Run in an empty folder: cache_compile resolves CACHE_DIR against the working directory."""
+    """Run in an empty folder (cache_compile resolves CACHE_DIR against the working directory),
+    with Dynamo reset: a second compile of _forward in one process counts as a recompile, which
+    makes cache_compile drop its cache."""
     monkeypatch.chdir(tmp_path)
+    torch._dynamo.reset()
     return tmp_path
 
 

@@ -8,8 +8,8 @@ import pytest
 from {{ cookiecutter.package_name }} import export_mre
 
 TARGETS = ["npu", "portable"]
-# What an exported file may import: torch, torch_npu and the standard library's importlib.
-ALLOWED_IMPORTS = {"torch", "torch_npu"}
+# What an exported file may import: torch, torch_npu, and os to set TORCH_DEVICE_BACKEND_AUTOLOAD.
+ALLOWED_IMPORTS = {"os", "torch", "torch_npu"}
 
 
 @pytest.fixture(scope="module", params=TARGETS)

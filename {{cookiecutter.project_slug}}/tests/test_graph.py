@@ -27,7 +27,7 @@ def compile_whole(model: torch.nn.Module):
 
 
 def test_mre_compiles_the_model_as_one_graph(mre_run):
-    """Dynamo captured the whole model in exactly one graph: nothing fell back to Python."""
+    """The MRE compiled the model once, as one graph (its cache, if any, starts empty)."""
     assert mre_run.graphs == 1
 
 

@@ -40,6 +40,13 @@ def test_op_missing_on_an_npu_is_an_error_with_the_steps():
         op_plugin_dev.define_if_missing("not_built", "not_built(Tensor x) -> Tensor", npu_ok=True)
 
 
+def test_an_existing_op_with_another_schema_is_refused():
+    """An op torch_npu already has under this name, with another schema, is a clash, not a match."""
+    name = op_plugin_dev.OP_NAME
+    with pytest.raises(RuntimeError, match=r"already has an npu::\w+ with another schema"):
+        op_plugin_dev.define_if_missing(name, "x(Tensor a) -> Tensor", npu_ok=False)
+
+
 def test_existing_op_is_left_alone():
     """An op torch_npu already has (here: the one defined at import) is not defined again."""
     name, func = op_plugin_dev.OP_NAME, op_plugin_dev.schema()

@@ -20,10 +20,32 @@ BACKEND_ENV = "NPUGRAPH_BACKEND"
 """Set to a torch.compile backend name (npugraph_ex, aot_eager, eager, inductor, ...) to force it."""
 
 STAND_IN = "aot_eager"
-# SoCs whose torch_npu cannot capture aclgraphs: torch_npu's own npugraph_ex tests skip 910A,
-# and vllm-ascend turns npugraph_ex off on 310P.
-NO_CAPTURE_SOCS = ("Ascend910A", "Ascend310P")
+# SoCs that cannot capture aclgraphs: torch_npu's own npugraph_ex tests skip the first Ascend 910
+# generation (these names are whole: Ascend910B1..B4 are A2 parts that can), and vllm-ascend
+# turns npugraph_ex off on every 310P.
+NO_CAPTURE_SOCS = (
+    "Ascend910A",
+    "Ascend910ProA",
+    "Ascend910PremiumA",
+    "Ascend910ProB",
+    "Ascend910B",
+)
+NO_CAPTURE_PREFIXES = ("Ascend310P",)
 CANN_HINT = "source the CANN set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh)"
+
+
+def can_capture(soc: str) -> bool:
+    """Whether this SoC can capture aclgraphs, as npugraph_ex needs."""
+    return soc not in NO_CAPTURE_SOCS and not soc.startswith(NO_CAPTURE_PREFIXES)
+
+
+def import_failure(error: BaseException) -> str:
+    """Why torch_npu failed to import, in one line with the fix."""
+    first_line = (str(error).splitlines() or [type(error).__name__])[0]
+    if "libhccl" in first_line or "libascend" in first_line or "ASCEND" in first_line:
+        return f"CANN is not sourced ({first_line}); {CANN_HINT}"
+    return f"torch_npu failed to import ({first_line})"
+
 
 # npugraph_ex options. Only names that every torch_npu release with npugraph_ex accepts: an unknown
 # name fails the first call with "Invalid option".
@@ -66,14 +88,11 @@ def probe_npu() -> tuple[bool, str]:
     try:
         importlib.import_module("torch_npu")
     except (ImportError, OSError, RuntimeError) as error:
-        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-        if "libhccl" in first_line or "libascend" in first_line or "ASCEND" in first_line:
-            return False, f"CANN is not sourced ({first_line}); {CANN_HINT}"
-        return False, f"torch_npu failed to import ({first_line})"
+        return False, import_failure(error)
     if not torch.npu.is_available():
         return False, "torch_npu sees no NPU (check npu-smi info and ASCEND_RT_VISIBLE_DEVICES)"
     soc = torch.npu.get_device_name(0)
-    if soc.startswith(NO_CAPTURE_SOCS):
+    if not can_capture(soc):
         return False, f"{soc} cannot capture aclgraphs"
     return True, f"{soc}, torch_npu {importlib.import_module('torch_npu').__version__}"
 

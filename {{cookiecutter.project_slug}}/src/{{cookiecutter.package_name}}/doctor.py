@@ -110,11 +110,10 @@ def check_torch_npu() -> list[Check]:
     try:
         torch_npu = importlib.import_module("torch_npu")
     except (ImportError, OSError, RuntimeError) as error:
-        first_line = (str(error).splitlines() or [type(error).__name__])[0]
-        fix = f"{SOURCE_CANN}; meanwhile `import torch` elsewhere fails unless TORCH_DEVICE_BACKEND_AUTOLOAD=0"
-        if "libhccl" not in first_line and "libascend" not in first_line:
-            fix = "reinstall torch_npu to match torch; " + fix
-        return [Check("torch_npu", "FAIL", f"installed but fails to import: {first_line}", fix)]
+        from .backend import import_failure
+
+        fix = "meanwhile `import torch` elsewhere fails unless TORCH_DEVICE_BACKEND_AUTOLOAD=0"
+        return [Check("torch_npu", "FAIL", f"installed but unusable: {import_failure(error)}", fix)]
     import torch
 
     checks = [Check("torch_npu", "OK", f"torch_npu {torch_npu.__version__} imports")]
@@ -123,9 +122,9 @@ def check_torch_npu() -> list[Check]:
         fix = "check `npu-smi info`, the driver, and ASCEND_RT_VISIBLE_DEVICES"
         return [*checks, Check("npu", "FAIL", "no NPU visible", fix)]
     soc = torch.npu.get_device_name(0)
-    from .backend import NO_CAPTURE_SOCS
+    from .backend import can_capture
 
-    if soc.startswith(NO_CAPTURE_SOCS):
+    if not can_capture(soc):
         detail = f"{count} x {soc}, which cannot capture aclgraphs"
         return [*checks, Check("npu", "WARN", detail, "npugraph_ex needs Atlas A2/A3 or newer")]
     return [*checks, Check("npu", "OK", f"{count} x {soc}, aclgraph capture supported")]
@@ -203,13 +202,16 @@ def check_cache_dir() -> Check:
     uid = getattr(os, "getuid", lambda: None)()
     foreign = [path for path in paths if uid is not None and path.stat().st_uid != uid]
     loose = [path for path in paths if path.is_file() and path.stat().st_mode & 0o777 != 0o600]
-    # cache_compile refuses a cache it does not own, and one whose files are not mode 0600.
-    if foreign or loose:
-        problem = (
-            f"owned by another user: {foreign[0]}" if foreign else f"not mode 0600: {loose[0]}"
-        )
-        fix = f"remove it (rm -r {folder}); the next NPU run rebuilds it"
-        return Check("cache-dir", "FAIL", f"{folder}/ has files {problem}", fix)
+    fix = f"remove it (rm -r {folder}); the next NPU run rebuilds it"
+    if foreign:
+        # cache_compile raises on a cache folder it does not own: on an NPU the MRE cannot start.
+        from .backend import npu_status
+
+        detail = f"{folder}/ has files owned by another user: {foreign[0]}"
+        return Check("cache-dir", "FAIL", detail, fix, blocking=npu_status()[0])
+    if loose:
+        # cache_compile clears a cache whose files are not mode 0600 and rebuilds it: slow, not fatal.
+        return Check("cache-dir", "WARN", f"{folder}/ has files not mode 0600: {loose[0]}", fix)
     return Check(
         "cache-dir",
         "OK",

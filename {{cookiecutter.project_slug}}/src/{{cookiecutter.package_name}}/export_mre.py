@@ -53,16 +53,23 @@ HOW = {
 }
 NPU_AVAILABLE = '''\
 def npu_available() -> bool:
-    """Whether torch_npu loads and sees an NPU; the stand-in runs where it does not."""
+    """Whether torch_npu loads and sees an NPU that captures aclgraphs; else the stand-in runs."""
     try:
         import torch_npu  # noqa: F401
     except (ImportError, OSError, RuntimeError):
         return False
-    return torch.npu.is_available()
+    return torch.npu.is_available() and can_capture(torch.npu.get_device_name(0))
 
 
 NPU = npu_available()
 '''
+PORTABLE_PRELUDE = """\
+import os
+
+# torch would import an installed torch_npu itself and die without CANN; npu_available() does it.
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+
+"""
 {%- if cache %}
 PORTABLE_CACHE_COMPILE = '''\
 def cache_compile(method, *, dynamic, cache_dir, options):
@@ -308,6 +315,8 @@ def imports(target: str) -> str:
 {%- if op_plugin %}
     lines.append("from torch.library import Library, impl")
 {%- endif %}
+    if target == "portable":
+        return PORTABLE_PRELUDE + "\n".join(lines) + "\n"
     return "\n".join(lines) + "\n"
 
 
@@ -317,7 +326,11 @@ def export(target: str) -> str:
     header = HEADER.substitute(
         model=MODEL_CLASS, project=PROJECT, setup=SETUP, target=target, how=how, **versions()
     )
-    blocks = [NPU_AVAILABLE] if target == "portable" else []
+    blocks = []
+    if target == "portable":
+        capture = ("NO_CAPTURE_SOCS", "NO_CAPTURE_PREFIXES")
+        blocks += ["".join(segment("backend", name) for name in capture)]
+        blocks += [segment("backend", "can_capture"), NPU_AVAILABLE]
     blocks.append(segment("backend", "NPUGRAPH_EX_OPTIONS"))
 {%- if has_op %}
     blocks.append(custom_op_block(target))

@@ -58,7 +58,7 @@ class {{ cookiecutter.model_class }}(nn.Module):
         - cache_dir=CACHE_DIR: where the cache goes (npugraph_ex's default: .torchair_cache);
           it is keyed on str(model) and the options, not on your code: clear it after editing
           _forward() or upgrading CANN
-        - options: NPUGRAPH_EX_OPTIONS (backend.py) on an NPU; the stand-in takes none
+        - options: the npugraph_ex options (NPUGRAPH_EX_OPTIONS) on an NPU, none off NPU
         - _forward() must compile as one graph, once: no RNG ops, no backward, no recompiles
         """
         return self.cached_forward(dummy_input)

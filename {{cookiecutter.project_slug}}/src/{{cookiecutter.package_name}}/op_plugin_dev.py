@@ -46,6 +46,12 @@ def define_if_missing(name: str, func: str, npu_ok: bool) -> Library | None:
     the steps, rather than a silent fallback to the reference kernel.
     """
     if hasattr(torch.ops.npu, name):
+        existing = getattr(torch.ops.npu, name).default._schema
+        if existing != torch._C.parse_schema(f"npu::{func}"):
+            raise RuntimeError(
+                f"torch_npu already has an npu::{name} with another schema ({existing}); "
+                f"give this op another name in {SCHEMA_FILE.name}"
+            )
         return None
     if npu_ok:
         raise RuntimeError(
