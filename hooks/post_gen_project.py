@@ -58,6 +58,10 @@ def notes(answers: dict[str, str]) -> list[str]:
     found = []
     if answers["custom_op"] == "none" and answers["op_registration"] != "torch_library":
         found.append(f"Note: op_registration={answers['op_registration']} is unused: custom_op is none.")
+    if answers["mode"] != "cache_compile" and answers["cache_dir"] != ".torchair_cache":
+        found.append(f"Note: cache_dir={answers['cache_dir']} is unused: only cache_compile mode caches.")
+    if answers["op_registration"] == "op_plugin" and answers["op_namespace"] != answers["package_name"]:
+        found.append("Note: op_namespace is unused: op-plugin ops always live in torch.ops.npu.")
     if answers["custom_op"] != "none" and answers["__op"] != answers["op_name"]:
         found.append(
             f"Note: the in-place op is named {answers['__op']}, not {answers['op_name']}: "

@@ -163,11 +163,22 @@ def checks_for(answers: dict[str, object]) -> dict[str, Callable[[str], str | No
     return checks
 
 
+# Free text that goes into pyproject metadata and the README: one printable line each.
+FREE_TEXT = ("project_name", "description", "author_name", "author_email")
+
+
 def problems(answers: dict[str, object]) -> list[str]:
     """One `ERROR:` line per answer that can't work: the variable, the value and the fix."""
     found = []
     if not str(answers["project_name"]).strip():
         found.append("ERROR: project_name is empty; give the project a name, e.g. NPU Graph Demo")
+    for variable in FREE_TEXT:
+        value = str(answers[variable])
+        if not value.isprintable():
+            found.append(
+                f"ERROR: {variable}={value!r} has a newline or another control or invisible character, "
+                "which package metadata cannot hold; write it on one line, e.g. NPU Graph Demo"
+            )
     for variable, check in checks_for(answers).items():
         value = str(answers[variable])
         if problem := check(value):

@@ -49,6 +49,7 @@ def bake(workdir: Path, preset: dict[str, str] | None = None, **answers: str) ->
         "replay_dir": str(workdir / "replay"),
         "default_context": preset or {},
     }
+    workdir.mkdir(parents=True, exist_ok=True)
     config_file = workdir / "cookiecutter-config.yaml"
     config_file.write_text(json.dumps(config))  # JSON is YAML
     output_dir = workdir / "out"

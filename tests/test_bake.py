@@ -9,9 +9,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import CODE_VARIANTS, COMBINATIONS, combination_id, package_of, variant_id
+import yaml
+from conftest import CODE_VARIANTS, COMBINATIONS, TEMPLATE, combination_id, package_of, variant_id
 
 COMMON_FILES = {
+    ".gitattributes",
+    ".github/workflows/ci.yml",
     ".gitignore",
     "README.md",
     "noxfile.py",
@@ -48,7 +51,12 @@ OP_FILES = {
         "tests/test_opschema.py",
     },
 }
-JINJA = re.compile(r"\{\{|\{%|%\}|\{#")
+# Jinja left unrendered; GitHub Actions' own ${{ ... }} expressions are meant to stay.
+JINJA = re.compile(r"(?<!\$)\{\{|\{%|%\}|\{#")
+# Characters and names Windows refuses in a path component.
+WINDOWS_FORBIDDEN = re.compile(
+    r'[<>:"|?*\x00-\x1f]|[. ]$|^(CON|PRN|AUX|NUL|COM\d|LPT\d)(\.|$)', re.IGNORECASE
+)
 
 every_combination = pytest.mark.parametrize("answers", COMBINATIONS, ids=combination_id)
 
@@ -123,6 +131,34 @@ def lint(project: Path) -> list[str]:
         if result.returncode:
             failures.append(result.stdout + result.stderr)
     return failures
+
+
+@every_combination
+def test_file_names_are_valid_on_windows(baked, answers):
+    """No generated path uses a character or a name that Windows refuses."""
+    project = baked(**answers)
+    bad = [name for name in files_in(project) for part in name.split("/") if WINDOWS_FORBIDDEN.search(part)]
+    assert bad == []
+
+
+def test_template_file_names_are_valid_on_windows():
+    """The template repository itself can be cloned on Windows."""
+    paths = subprocess.run(
+        ["git", "ls-files"], cwd=TEMPLATE, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert [path for path in paths for part in path.split("/") if WINDOWS_FORBIDDEN.search(part)] == []
+
+
+@every_combination
+def test_ci_workflow_parses_with_the_expected_jobs(baked, answers):
+    """The rendered workflow is YAML with lint, tests (CPU torch) and the opt-in npu job."""
+    workflow = yaml.safe_load((baked(**answers) / ".github" / "workflows" / "ci.yml").read_text())
+    jobs = workflow["jobs"]
+    assert set(jobs) == {"lint", "tests", "npu"}
+    commands = "\n".join(step.get("run", "") for step in jobs["tests"]["steps"])
+    assert "--index-url https://download.pytorch.org/whl/cpu" in commands
+    assert jobs["npu"]["if"] == "${{ vars.ASCEND_RUNNER == 'true' }}"
+    assert jobs["npu"]["runs-on"] == ["self-hosted", "ascend"]
 
 
 @every_combination

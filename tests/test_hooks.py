@@ -70,6 +70,8 @@ def test_bad_answer_is_refused_with_variable_value_and_fix(tmp_path, capfd, vari
 
 DEFAULTS = {
     "project_name": "NPU Graph Demo",
+    "description": "Graph-mode inference.",
+    "author_name": "Your Name",
     "project_slug": "npu-graph-demo",
     "package_name": "npu_graph_demo",
     "model_class": "TinyBlock",
