@@ -50,4 +50,4 @@ def lint(session: nox.Session) -> None:
 def speed(session: nox.Session) -> None:
     """Time the things users wait for: a bake, a generated project's tests, `import torch`."""
     session.install(*TEST_DEPENDENCIES)
-    session.run("python", "tests/speed.py", *session.posargs)
+    session.run("python", "benchmarks/speed.py", *session.posargs)
