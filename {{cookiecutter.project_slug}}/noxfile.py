@@ -1,14 +1,27 @@
 {%- set op_plugin = cookiecutter.custom_op != "none" and cookiecutter.op_registration == "op_plugin" -%}
 """Developer tasks: `nox` runs the default sessions; `nox -s mre` runs the minimal reproducible example."""
 
+import os
+
 import nox
 
 PACKAGE = "{{ cookiecutter.package_name }}"
+TORCH = "torch=={{ cookiecutter.__torch_version }}"
+# PyPI's default Linux torch wheel is the multi-GB CUDA build, which torch_npu refuses to sit
+# beside: take the CPU build from PyTorch's index. TORCH_INDEX_URL="" leaves it to your pip config.
+TORCH_INDEX_URL = os.environ.get("TORCH_INDEX_URL", "https://download.pytorch.org/whl/cpu")
 
 nox.needs_version = ">=2024.10.9"
 nox.options.sessions = ["lint", "tests"{{ ', "check_ops"' if op_plugin else "" }}]
 # torch is large: reuse each session's environment instead of reinstalling it on every run.
 nox.options.reuse_venv = "yes"
+
+
+def install(session: nox.Session, project: str = ".") -> None:
+    """The project (or `.[extras]`), on torch's CPU build."""
+    if TORCH_INDEX_URL:
+        session.install(TORCH, "--index-url", TORCH_INDEX_URL)
+    session.install("-e", project)
 
 
 @nox.session
@@ -22,14 +35,14 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (NPU-only tests skip themselves off-NPU)."""
-    session.install("-e", ".[test]")
+    install(session, ".[test]")
     session.run("pytest", *session.posargs)
 
 
 @nox.session
 def mre(session: nox.Session) -> None:
     """One inference step, with the report of what ran and why."""
-    session.install("-e", ".")
+    install(session)
     session.run("python", "-m", f"{PACKAGE}.mre")
 
 
@@ -44,14 +57,14 @@ def doctor(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Eager against graph mode on the same model and input: `nox -s bench -- --iters 200`."""
-    session.install("-e", ".")
+    install(session)
     session.run("python", "-m", f"{PACKAGE}.bench", *session.posargs)
 
 
 @nox.session
 def export_mre(session: nox.Session) -> None:
     """Write the MRE as one self-contained file: `nox -s export_mre -- -o bug.py --target npu`."""
-    session.install("-e", ".")
+    install(session)
     session.run("python", "-m", f"{PACKAGE}.export_mre", *session.posargs)
 {%- if op_plugin %}
 
@@ -59,6 +72,6 @@ def export_mre(session: nox.Session) -> None:
 @nox.session
 def check_ops(session: nox.Session) -> None:
     """Check op_plugin_functions.yaml (or the files given) for build and graph-mode problems."""
-    session.install("-e", ".")
+    install(session)
     session.run("python", "-m", f"{PACKAGE}.opschema", "--strict", *session.posargs)
 {%- endif %}
