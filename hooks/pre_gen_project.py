@@ -29,7 +29,7 @@ GENERATED_NAMES = frozenset(
     {"torch", "nn", "F", "time", "ast", "inspect", "logging", "stat", "pytest", "pytestmark", "mre"}
     | {"INPUT_SHAPE", "CACHE_DIR", "BACKEND_ENV", "STAND_IN", "FIXED_NAMES", "BranchesOnData"}
     | {"cache_compile", "select_backend", "print_report", "infer_one_step", "infer_one_step_ast"}
-    | {"eager_output", "compile_whole", "in_tmp_dir", "run_once"}
+    | {"eager_output", "compile_whole", "in_tmp_dir", "run_once", "npu_status"}
 )
 # Namespaces torch or torch_npu own: torch.ops.npu is torch_npu's (TORCH_LIBRARY(npu, m)).
 RESERVED_NAMESPACES = frozenset({"npu", "aten", "prim", "prims", "torch", "_c10d_functional"})
