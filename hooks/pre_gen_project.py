@@ -12,6 +12,8 @@ import keyword
 import re
 import sys
 from collections.abc import Callable
+from email.errors import HeaderParseError
+from email.headerregistry import Address
 from pathlib import PurePosixPath, PureWindowsPath
 
 # Cookiecutter renders the answers as JSON into this raw string; main() parses them back as data.
@@ -41,7 +43,6 @@ GITIGNORE_SPECIAL = "*?[]\\"
 # Names that custom_op.py binds at module level: an op function named so would replace them.
 CUSTOM_OP_NAMES = frozenset({"torch", "reference", "npu_status", "OP_NAME"})
 SLUG = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
-EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 
 
 def check_identifier(name: str, what: str) -> str | None:
@@ -100,6 +101,8 @@ def check_cache_dir(path: str) -> str | None:
         return "contains a control character such as a newline; e.g. .torchair_cache"
     if PurePosixPath(path).is_absolute() or PureWindowsPath(path).anchor or path.startswith("~"):
         return "must be relative to where the MRE runs (cache_compile resolves it against the working directory); e.g. .torchair_cache"
+    if PurePosixPath(path).as_posix() != path.rstrip("/"):
+        return f"is not written plainly (no ./, //); e.g. {PurePosixPath(path).as_posix()}"
     parts = PureWindowsPath(path).parts
     if ".." in parts:
         return "must not climb out of the working directory with ..; e.g. .torchair_cache"
@@ -137,8 +140,13 @@ def check_namespace(namespace: str) -> str | None:
 
 
 def check_email(email: str) -> str | None:
-    if not EMAIL.fullmatch(email):
-        return "is not an email address; e.g. you@example.com"
+    # The parser that package metadata (hatchling, pip) uses: what it refuses breaks the install.
+    try:
+        Address(addr_spec=email)
+    except (ValueError, IndexError, TypeError, HeaderParseError):
+        return "is not an email address package metadata accepts; e.g. you@example.com"
+    if not email.isascii():
+        return "has non-ASCII characters, which package metadata refuses in an address; e.g. you@example.com"
     return None
 
 

@@ -39,19 +39,22 @@ def combination_id(answers: dict[str, str]) -> str:
     return "-".join(answers[name] for name in CHOICES)
 
 
-def bake(workdir: Path, preset: dict[str, str] | None = None, **answers: str) -> Path:
-    """Bake into workdir/out with `answers` over the defaults; `preset` is a user config's default_context.
-
-    The user's own cookiecutter config is never read: the one written here stands in for it.
-    """
+def isolated_config(workdir: Path, preset: dict[str, str] | None = None) -> Path:
+    """A cookiecutter config file in workdir, standing in for the user's own (never read here)."""
+    workdir.mkdir(parents=True, exist_ok=True)
     config = {
         "cookiecutters_dir": str(workdir / "cookiecutters"),
         "replay_dir": str(workdir / "replay"),
         "default_context": preset or {},
     }
-    workdir.mkdir(parents=True, exist_ok=True)
     config_file = workdir / "cookiecutter-config.yaml"
     config_file.write_text(json.dumps(config))  # JSON is YAML
+    return config_file
+
+
+def bake(workdir: Path, preset: dict[str, str] | None = None, **answers: str) -> Path:
+    """Bake into workdir/out with `answers` over the defaults; `preset` is a user config's default_context."""
+    config_file = isolated_config(workdir, preset)
     output_dir = workdir / "out"
     output_dir.mkdir(exist_ok=True)
     return Path(

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CHOICES, CODE_VARIANTS, package_of, run_in, variant_id
+from conftest import CHOICES, CODE_VARIANTS, bake, package_of, run_in, variant_id
 
 VERSIONS = CHOICES["torch_npu_version"]
 
@@ -57,21 +57,12 @@ def test_own_test_suite_passes(baked, answers):
 
 
 # Every variant's own suite runs infer_one_step() in-process; these two also run the module as a
-# user does, one per mode, with the op styles split between them (each run costs a torch import).
+# user does and its portable export, one per mode, with the op styles split between them (each
+# run costs a torch import).
 ENTRY_POINT_VARIANTS = [
     {"mode": "npugraph_ex", "custom_op": "out_of_place", "op_registration": "torch_library"},
     {"mode": "cache_compile", "custom_op": "in_place", "op_registration": "op_plugin"},
 ]
-
-
-@pytest.mark.parametrize("answers", ENTRY_POINT_VARIANTS, ids=variant_id)
-def test_mre_runs_and_reports_the_stand_in(baked, answers):
-    """`python -m <package>.mre` runs one step and says the stand-in ran, and why."""
-    project = baked(**answers)
-    result = run_in(project, "-m", f"{package_of(project)}.mre")
-    assert result.returncode == 0, result.stderr
-    assert "backend     aot_eager (no usable NPU (torch_npu is not installed)" in result.stdout
-    assert "output      (2, 8, 32) float32 on cpu" in result.stdout
 
 
 def export(project: Path, target: str, path: Path) -> None:
@@ -96,8 +87,9 @@ def test_exported_mre_lints_clean(baked, answers, target, tmp_path):
 
 
 @pytest.mark.parametrize("answers", ENTRY_POINT_VARIANTS, ids=variant_id)
-def test_portable_export_runs_alone_and_matches_the_mre(baked, answers, tmp_path):
-    """In a folder where only torch can be imported, the portable export computes what the MRE does."""
+def test_mre_module_and_portable_export_agree(baked, answers, tmp_path):
+    """`python -m <package>.mre` reports the stand-in and why; the portable export, run where only
+    torch can be imported, computes the same output."""
     project, clean = baked(**answers), tmp_path / "clean"
     package, output = package_of(project), clean / "output.pt"
     clean.mkdir()
@@ -118,12 +110,31 @@ def test_portable_export_runs_alone_and_matches_the_mre(baked, answers, tmp_path
         check=False,
     )
     assert alone.returncode == 0, alone.stderr
+    # Run the MRE module as `python -m` does, then compare its output (one torch import for both).
     compare = (
-        f"import torch\nfrom {package}.mre import infer_one_step\n"
-        f"torch.testing.assert_close(infer_one_step(), torch.load({str(output)!r}))\n"
+        f"import runpy, torch\nstep = runpy.run_module('{package}.mre', run_name='__main__')\n"
+        f"torch.testing.assert_close(step['infer_one_step'](), torch.load({str(output)!r}))\n"
     )
     result = run_in(project, "-c", compare)
     assert result.returncode == 0, result.stderr
+    assert "backend     aot_eager (no usable NPU (torch_npu is not installed)" in result.stdout
+    assert "output      (2, 8, 32) float32 on cpu" in result.stdout
+
+
+def test_export_carries_the_helpers_of_your_model(tmp_path):
+    """Imports and constants you add to model.py travel into the exported file, which still runs."""
+    project = bake(tmp_path / "bake", mode="cache_compile")
+    model = project / "src" / package_of(project) / "model.py"
+    text = model.read_text().replace("import torch\n", "import math\n\nimport torch\n", 1)
+    text = text.replace("\nclass ", "\nSCALE = math.sqrt(2.0)\n\n\nclass ", 1)
+    model.write_text(text.replace("return x + self.down(", "return x + SCALE * self.down("))
+    export(project, "portable", tmp_path / "mre.py")
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "mre.py"], cwd=tmp_path, env=environment, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "output (2, 8, 32)" in result.stdout
 
 
 BROKEN_TORCH_NPU = {

@@ -53,6 +53,8 @@ BAD_ANSWERS = {
     "model_class lowercase": ("model_class", "reference", "capital letter"),
     "project_slug with a space": ("project_slug", "my project", "folder and distribution name"),
     "author_email without @": ("author_email", "nobody", "email address"),
+    "author_email in angle brackets": ("author_email", "<you@example.com>", "email address"),
+    "cache_dir with ./": ("cache_dir", "./npu_cache", "written plainly"),
 }
 
 

@@ -38,7 +38,7 @@ def test_cruft_update_brings_template_changes_and_keeps_project_edits(tmp_path):
         extra_context={"mode": "cache_compile"},
     )  # fmt: skip
     answers = json.loads((project / ".cruft.json").read_text())["context"]["cookiecutter"]
-    assert answers["mode"] == "cache_compile"
+    assert answers["mode"] == "cache_compile"  # the answers are recorded for later updates
     git(project, "init", "-q")
     git(project, "add", "-A")
     git(project, "commit", "-q", "-m", "baked")

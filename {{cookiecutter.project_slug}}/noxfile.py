@@ -46,7 +46,8 @@ def mre(session: nox.Session) -> None:
     session.run("python", "-m", f"{PACKAGE}.mre")
 
 
-# No virtualenv of its own: the doctor examines the environment you run the project in.
+# doctor, bench and export_mre have no virtualenv of their own: they examine, time and record the
+# environment you run the project in (on an Ascend machine, the one with torch_npu and CANN).
 @nox.session(venv_backend="none")
 def doctor(session: nox.Session) -> None:
     """Why graph mode will or won't run here (exit 0 graph mode, 1 fallback, 2 cannot run)."""
@@ -54,18 +55,17 @@ def doctor(session: nox.Session) -> None:
     session.run(*arguments, env={"PYTHONPATH": "src"}, success_codes=[0, 1])
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def bench(session: nox.Session) -> None:
     """Eager against graph mode on the same model and input: `nox -s bench -- --iters 200`."""
-    install(session)
-    session.run("python", "-m", f"{PACKAGE}.bench", *session.posargs)
+    session.run("python", "-m", f"{PACKAGE}.bench", *session.posargs, env={"PYTHONPATH": "src"})
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def export_mre(session: nox.Session) -> None:
     """Write the MRE as one self-contained file: `nox -s export_mre -- -o bug.py --target npu`."""
-    install(session)
-    session.run("python", "-m", f"{PACKAGE}.export_mre", *session.posargs)
+    arguments = ["python", "-m", f"{PACKAGE}.export_mre", *session.posargs]
+    session.run(*arguments, env={"PYTHONPATH": "src"})
 {%- if op_plugin %}
 
 

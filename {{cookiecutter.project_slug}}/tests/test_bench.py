@@ -159,3 +159,11 @@ def test_unchanged_counters_report_no_recompile():
     result = summarize(fabricated_run(counters, dict(counters)))
     assert result["recompiled"] == []
     assert "none while timing" in bench.render_table(result)
+
+
+def test_shape_with_another_hidden_size_is_refused(capsys):
+    """--shape must end in the model's hidden size: anything else is a usage error, exit 2."""
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--shape", f"2,8,{INPUT_SHAPE[-1] + 1}"])
+    assert exit_info.value.code == 2
+    assert "the model's size" in capsys.readouterr().err

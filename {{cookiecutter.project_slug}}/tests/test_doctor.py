@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from {{ cookiecutter.package_name }} import doctor
+from {{ cookiecutter.package_name }} import backend, doctor
 from {{ cookiecutter.package_name }}.backend import BACKEND_ENV, npu_status
 {%- if cache %}
 from {{ cookiecutter.package_name }}.model import CACHE_DIR
@@ -72,6 +72,8 @@ def test_torch_npu_that_cannot_load_points_at_cann(capsys, tmp_path, monkeypatch
     )
     monkeypatch.syspath_prepend(tmp_path)
     monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
+    # Probe afresh: npu_status() remembers this process's real torch_npu, if it has one.
+    monkeypatch.setattr(backend, "npu_status", backend.probe_npu)
     code, report = run(capsys)
     assert code == 1
     torch_npu = line_of(report, "torch_npu")

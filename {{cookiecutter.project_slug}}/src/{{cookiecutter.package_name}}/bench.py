@@ -4,7 +4,7 @@
 Run it with
 
     python -m {{ cookiecutter.package_name }}.bench [--json] [--iters N] [--warmup N]
-        [--backend B] [--shape 2,8,32]
+        [--backend B] [--shape B,S,H]
 
 First it checks that graph mode computes what eager computes, and times the first graph call
 (Dynamo, AOT and capture) on its own. Then it warms both up and times `--iters` iterations of
@@ -74,13 +74,18 @@ class Progress:
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    """argparse type for --shape: comma-separated positive integers, such as 2,8,32."""
+    """argparse type for --shape: comma-separated positive integers ending in the hidden size."""
     try:
         shape = tuple(int(part) for part in text.split(","))
     except ValueError:
         shape = ()
     if not shape or min(shape) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not comma-separated positive integers")
+    hidden = models.INPUT_SHAPE[-1]
+    # The model is built as in the MRE, so only the leading (batch, sequence) sizes can change.
+    if len(shape) < 2 or shape[-1] != hidden:
+        message = f"{text!r} must be (..., sequence, {hidden}): the model's size"
+        raise argparse.ArgumentTypeError(message)
     return shape
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from string import Template
 
 SOURCES = files(__package__)
+STDLIB = sys.stdlib_module_names
 PROJECT = "{{ cookiecutter.project_slug }}"
 MODEL_CLASS = "{{ cookiecutter.model_class }}"
 SETUP = "mode {{ cookiecutter.mode }}, custom op {{ cookiecutter.custom_op }}
@@ -282,8 +283,22 @@ def custom_op_block(target: str) -> str:
 {%- endif %}
 
 
+def model_module() -> tuple[list[str], str]:
+    """model.py as its absolute imports, and everything after its imports (helpers included)."""
+    text = source("model")
+    body = ast.parse(text).body
+    imports = [node for node in body if isinstance(node, ast.Import | ast.ImportFrom)]
+    absolute = [
+        ast.get_source_segment(text, node)
+        for node in imports
+        if not (isinstance(node, ast.ImportFrom) and node.level)
+    ]
+    after = max(node.end_lineno for node in imports)
+    return absolute, "\n".join(text.splitlines()[after:]).strip("\n") + "\n"
+
+
 def model_block(target: str) -> str:
-    model = segment("model", MODEL_CLASS)
+    _, model = model_module()
 {%- if cache %}
     # The project's wrapper adds the options itself; the exported call names them.
     options = "NPUGRAPH_EX_OPTIONS" if target == "npu" else "NPUGRAPH_EX_OPTIONS if NPU else None"
@@ -292,8 +307,7 @@ def model_block(target: str) -> str:
     if target == "npu":
         model = model.replace("cache_compile(", "torch.npu.npugraph_ex.inference.cache_compile(")
 {%- endif %}
-    constants = [segment("model", "INPUT_SHAPE"){{ ', segment("model", "CACHE_DIR")' if cache else "" }}]
-    return "\n".join(constants) + "\n\n" + model
+    return model
 
 
 def versions() -> dict[str, str]:
@@ -315,9 +329,13 @@ def imports(target: str) -> str:
 {%- if op_plugin %}
     lines.append("from torch.library import Library, impl")
 {%- endif %}
-    if target == "portable":
-        return PORTABLE_PRELUDE + "\n".join(lines) + "\n"
-    return "\n".join(lines) + "\n"
+    # Whatever else model.py imports (your model's helpers), in isort's order: standard library
+    # first, then the rest with `import` before `from`.
+    extra = [line for line in model_module()[0] if line not in lines]
+    stdlib = sorted(line for line in extra if line.split()[1].split(".")[0] in STDLIB)
+    lines = sorted({*lines, *extra} - set(stdlib), key=lambda line: (line.startswith("from"), line))
+    block = ("\n".join(stdlib) + "\n\n" if stdlib else "") + "\n".join(lines) + "\n"
+    return PORTABLE_PRELUDE + block if target == "portable" else block
 
 
 def export(target: str) -> str:
