@@ -15,16 +15,17 @@ RENDERED_ANSWERS = r"""{{ cookiecutter | tojson }}"""
 
 OP_PLUGIN_FILES = [
     "src/{package}/meta_registrations.py",
-    "src/{package}/op_plugin_dev.py",
     "src/{package}/op_plugin_functions.yaml",
-    "src/{package}/opschema.py",
+    "src/{package}/op_reference.py",
+    "src/{package}/toolkit/op_plugin.py",
+    "src/{package}/toolkit/opschema.py",
     "tests/test_opschema.py",
 ]
 TORCH_LIBRARY_FILES = ["src/{package}/custom_op.py"]
 
 # (option, answer): the paths that answer leaves out. `{package}` is the import name.
 REMOVE_WHEN = {
-    ("mode", "npugraph_ex"): ["src/{package}/compile_cache.py", "tests/test_compile_cache.py"],
+    ("mode", "npugraph_ex"): ["src/{package}/toolkit/compile_cache.py", "tests/test_compile_cache.py"],
     ("custom_op", "none"): [*TORCH_LIBRARY_FILES, *OP_PLUGIN_FILES, "tests/test_custom_op.py"],
     ("op_registration", "torch_library"): OP_PLUGIN_FILES,
     ("op_registration", "op_plugin"): TORCH_LIBRARY_FILES,
@@ -81,6 +82,7 @@ def next_steps(answers: dict[str, str]) -> str:
         f"cd {slug}": "",
         'pip install -e ".[test]"': "on a machine without a GPU, install torch's CPU build first (README)",
         f"python -m {package}.mre": "one inference step; the report says which backend ran and why",
+        f"python -m {package} check": "is your model (model.py) ready for graph mode? --help: all tools",
         "python -m pytest": "the tests; those that need an NPU skip off-NPU, with the reason",
     }
     width = max(map(len, steps))

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from {{ cookiecutter.package_name }} import backend
+from {{ cookiecutter.package_name }}.toolkit import backend
 
 
 @pytest.fixture

@@ -3,17 +3,20 @@
 import json
 
 import pytest
+import torch
+from torch.utils._pytree import tree_map_only
 
-from {{ cookiecutter.package_name }} import bench
-from {{ cookiecutter.package_name }}.backend import BACKEND_ENV, Backend, select_backend
-from {{ cookiecutter.package_name }}.model import INPUT_SHAPE
+from {{ cookiecutter.package_name }}.model import example_inputs
+from {{ cookiecutter.package_name }}.toolkit import bench
+from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, Backend, select_backend
+from {{ cookiecutter.package_name }}.toolkit.contract import describe_tree, to_device
 
 FAST = ["--iters", "3", "--warmup", "1"]
 FIELDS = {
     "backend",
     "reason",
     "device",
-    "shape",
+    "inputs",
     "iters",
     "warmup",
     "compile_s",
@@ -52,7 +55,7 @@ def fabricated_run(before: dict, after: dict) -> bench.Run:
 
 
 def summarize(run: bench.Run) -> dict:
-    return bench.summarize(Backend("aot_eager", "cpu", "a test"), INPUT_SHAPE, 1, 0.5, run)
+    return bench.summarize(Backend("aot_eager", "cpu", "a test"), example_inputs(), 1, 0.5, run)
 
 
 def test_json_is_one_object_with_every_field(capsys):
@@ -69,7 +72,8 @@ def test_json_values_are_sane(capsys):
     result = run_json(capsys)
     backend = select_backend()
     assert (result["backend"], result["reason"]) == (backend.name, backend.reason)
-    assert (result["device"], result["shape"]) == (backend.device, list(INPUT_SHAPE))
+    inputs = describe_tree(to_device(example_inputs(), backend.device))
+    assert (result["device"], result["inputs"]) == (backend.device, inputs)
     assert (result["iters"], result["warmup"]) == (3, 1)
     assert result["outputs_match"] is True
     assert result["recompiled"] == []
@@ -108,21 +112,17 @@ def test_unknown_backend_exits_2(capsys):
     assert "no_such_backend" in capsys.readouterr().err
 
 
-def test_shape_flag_sets_the_input_shape(capsys):
-    """--shape times another input shape, and the result reports it."""
-    shape = (3, 5, INPUT_SHAPE[-1])  # the last dimension is the model's hidden size
-    result = run_json(capsys, "--shape", ",".join(map(str, shape)))
-    assert result["shape"] == list(shape)
-    assert result["outputs_match"] is True
+def plus_one(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor + 1
 
 
 def test_outputs_that_differ_stop_the_run(capsys, monkeypatch):
     """A graph that computes something else is reported and exits 1 without timing."""
     build = bench.build
 
-    def off_by_one(backend, shape):
-        eager, _, dummy_input = build(backend, shape)
-        return eager, lambda x: eager(x) + 1, dummy_input
+    def off_by_one(backend):
+        eager, _, dummy_input = build(backend)
+        return eager, lambda *args: tree_map_only(torch.Tensor, plus_one, eager(*args)), dummy_input
 
     monkeypatch.setattr(bench, "build", off_by_one)
     assert bench.main([*FAST, "--json"]) == 1
@@ -159,11 +159,3 @@ def test_unchanged_counters_report_no_recompile():
     result = summarize(fabricated_run(counters, dict(counters)))
     assert result["recompiled"] == []
     assert "none while timing" in bench.render_table(result)
-
-
-def test_shape_with_another_hidden_size_is_refused(capsys):
-    """--shape must end in the model's hidden size: anything else is a usage error, exit 2."""
-    with pytest.raises(SystemExit) as exit_info:
-        bench.main(["--shape", f"2,8,{INPUT_SHAPE[-1] + 1}"])
-    assert exit_info.value.code == 2
-    assert "the model's size" in capsys.readouterr().err

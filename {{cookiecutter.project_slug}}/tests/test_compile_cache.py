@@ -1,42 +1,60 @@
-"""cache_compile: the stand-in writes no cache and says so; on an NPU the cache is written."""
+"""cache_compile: any model runs compiled through CachedModel; off NPU no cache is written."""
 
 import logging
 import stat
 
 import pytest
 import torch
+from torch import nn
+from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-from {{ cookiecutter.package_name }}.backend import BACKEND_ENV, npu_status, select_backend
-from {{ cookiecutter.package_name }}.model import (  # one per line: names vary in length
-    CACHE_DIR,
-    INPUT_SHAPE,
-    {{ cookiecutter.model_class }},
-)
+from {{ cookiecutter.package_name }}.model import build_model, example_inputs
+from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, npu_status, select_backend
+from {{ cookiecutter.package_name }}.toolkit.compile_cache import CACHE_DIR, CachedModel
+from {{ cookiecutter.package_name }}.toolkit.contract import to_device
 
 
 @pytest.fixture
 def in_tmp_dir(tmp_path, monkeypatch):
     """Run in an empty folder: cache_compile resolves CACHE_DIR against the working directory."""
     monkeypatch.chdir(tmp_path)
-    if npu_status()[0]:
-        # A second compile of _forward in one process counts as a recompile for cache_compile,
-        # which then drops its cache. (The stand-in has no cache: it may reuse the MRE's graph.)
-        torch._dynamo.reset()
     return tmp_path
 
 
-def run_once() -> torch.Tensor:
+def run_once() -> None:
     device = select_backend().device
-    model = {{ cookiecutter.model_class }}().to(device).eval()
+    torch.manual_seed(0)
+    model = CachedModel(build_model().to(device).eval())
     with torch.no_grad():
-        return model(torch.randn(INPUT_SHAPE, device=device))
+        model(*to_device(example_inputs(), device))
 
 
 def test_forward_docstring_explains_the_cache_settings():
-    """forward() documents the cache_compile settings, as the seed's template does."""
-    docstring = {{ cookiecutter.model_class }}.forward.__doc__
+    """CachedModel.forward() documents the cache_compile settings, as the seed's template does."""
     for setting in ("cache_compile", "dynamic=False", "cache_dir", "_forward"):
-        assert setting in docstring
+        assert setting in CachedModel.forward.__doc__
+
+
+def test_a_plain_module_runs_compiled(in_tmp_dir):
+    """A model with an ordinary forward() is compiled, not run eagerly behind the wrapper."""
+
+    class Plain(nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    torch._dynamo.reset()
+    wrapped = CachedModel(Plain())
+    with torch.no_grad():
+        wrapped(torch.ones(3))
+    assert _debug_get_cache_entry_list(CachedModel._forward.__code__)
+
+
+def test_a_second_instance_starts_from_a_clean_dynamo(in_tmp_dir):
+    """A second CachedModel resets Dynamo, so cache_compile never sees it as a recompile."""
+    run_once()
+    assert _debug_get_cache_entry_list(CachedModel._forward.__code__)
+    CachedModel(build_model())
+    assert _debug_get_cache_entry_list(CachedModel._forward.__code__) == []
 
 
 def test_stand_in_says_no_cache_is_written(in_tmp_dir, caplog, monkeypatch):
@@ -51,6 +69,7 @@ def test_stand_in_says_no_cache_is_written(in_tmp_dir, caplog, monkeypatch):
 @pytest.mark.npu
 def test_cache_files_are_written_owner_only(in_tmp_dir):
     """On an NPU the first run writes compiled_module files, mode 0600, under CACHE_DIR."""
+    assert npu_status()[0]
     run_once()
     written = list((in_tmp_dir / CACHE_DIR).rglob("compiled_module"))
     assert written, f"no compiled_module under {CACHE_DIR}"

@@ -9,9 +9,9 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from {{ cookiecutter.package_name }} import {{ "meta_registrations" if op_plugin else "custom_op" }}
-from {{ cookiecutter.package_name }}.backend import STAND_IN
+from {{ cookiecutter.package_name }}.toolkit.backend import STAND_IN
 {%- if op_plugin %}
-from {{ cookiecutter.package_name }}.op_plugin_dev import reference
+from {{ cookiecutter.package_name }}.op_reference import reference
 {%- else %}
 from {{ cookiecutter.package_name }}.custom_op import reference
 {%- endif %}

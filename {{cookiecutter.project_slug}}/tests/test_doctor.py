@@ -9,10 +9,11 @@ import sys
 
 import pytest
 
-from {{ cookiecutter.package_name }} import backend, doctor
-from {{ cookiecutter.package_name }}.backend import BACKEND_ENV, npu_status
+from {{ cookiecutter.package_name }} import model
+from {{ cookiecutter.package_name }}.toolkit import backend, doctor
+from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, npu_status
 {%- if cache %}
-from {{ cookiecutter.package_name }}.model import CACHE_DIR
+from {{ cookiecutter.package_name }}.toolkit.compile_cache import CACHE_DIR
 {%- endif %}
 
 
@@ -52,7 +53,7 @@ def test_json_carries_every_check(capsys):
     report = json.loads(output)
     assert report["verdict"] == code
     names = [check["name"] for check in report["checks"]]
-    assert {"python", "versions", "torch-build", "torch_npu", "mre-backend"} <= set(names)
+    assert {"python", "versions", "torch-build", "torch_npu", "mre-backend", "model"} <= set(names)
     for check in report["checks"]:
         assert check["status"] in {"OK", "WARN", "FAIL"}
         assert set(check) == {"name", "status", "detail", "fix", "blocking"}
@@ -99,6 +100,45 @@ def test_unknown_forced_backend_means_it_cannot_run(capsys, monkeypatch):
     code, report = run(capsys)
     assert code == 2
     assert "unset NPUGRAPH_BACKEND" in line_of(report, "mre-backend")
+
+
+def test_the_model_is_built_not_assumed(capsys):
+    """The model check builds build_model() and example_inputs() and names what they gave."""
+    _, report = run(capsys)
+    assert line_of(report, "model").startswith("OK")
+    assert type(model.build_model()).__name__ in line_of(report, "model")
+    assert line_of(report, "mre-import").startswith("OK")
+
+
+def test_a_model_that_fails_to_build_means_nothing_can_run(capsys, monkeypatch):
+    """If build_model() raises, the doctor says so with the error and exits 2."""
+
+    def broken():
+        raise ValueError("hidden size 33 is not divisible by 4 heads")
+
+    monkeypatch.setattr(model, "build_model", broken)
+    code, report = run(capsys)
+    assert code == 2
+    line = line_of(report, "model")
+    assert line.startswith("FAIL")
+    assert "ValueError: hidden size 33 is not divisible by 4 heads" in line
+
+
+def test_inputs_that_are_not_a_tuple_are_named(capsys, monkeypatch):
+    """example_inputs() returning a bare tensor is a FAIL that says to return a tuple."""
+    inputs = model.example_inputs()
+    monkeypatch.setattr(model, "example_inputs", lambda: inputs[0])
+    code, report = run(capsys)
+    assert code == 2
+    assert "must return a tuple of positional inputs, got Tensor" in line_of(report, "model")
+
+
+def test_an_mre_that_cannot_import_is_a_failure(capsys, monkeypatch):
+    """An MRE that does not import stops everything: exit 2, not 'the MRE runs here'."""
+    monkeypatch.setitem(sys.modules, "{{ cookiecutter.package_name }}.mre", None)
+    code, report = run(capsys)
+    assert code == 2
+    assert line_of(report, "mre-import").startswith("FAIL")
 
 
 def test_a_crashing_check_is_reported_not_raised(capsys, monkeypatch):

@@ -1,29 +1,10 @@
-{%- set forward = "_forward" if cookiecutter.mode == "cache_compile" else "forward" -%}
-"""The model compiles as one graph, and a graph break is an error that names its cause."""
+"""The model compiles as one graph through the MRE's own path, and a graph break fails it loudly."""
 
 import pytest
 import torch
+from torch import nn
 
-from {{ cookiecutter.package_name }}.backend import STAND_IN
-from {{ cookiecutter.package_name }}.model import INPUT_SHAPE, {{ cookiecutter.model_class }}
-
-
-class BranchesOnData({{ cookiecutter.model_class }}):
-    """The model plus the classic graph break: a Python `if` on a tensor value."""
-
-    def {{ forward }}(self, x):
-        if x.sum() > 0:
-            x = x * 2
-        return super().{{ forward }}(x)
-
-
-def compile_whole(model: torch.nn.Module):
-    return torch.compile(
-        model.{{ forward }},
-        backend=STAND_IN,
-        fullgraph=True,
-        dynamic=False,
-    )
+from {{ cookiecutter.package_name }} import mre
 
 
 def test_mre_compiles_the_model_as_one_graph(mre_run):
@@ -31,11 +12,25 @@ def test_mre_compiles_the_model_as_one_graph(mre_run):
     assert mre_run.graphs == 1
 
 
-def test_graph_break_fails_and_names_the_cause():
-    """Under fullgraph=True a break is an Unsupported error that says what broke the graph."""
-    compiled = compile_whole(BranchesOnData().eval())
-    with (
-        torch.no_grad(),
-        pytest.raises(torch._dynamo.exc.Unsupported, match="Data-dependent branching"),
-    ):
-        compiled(torch.randn(INPUT_SHAPE))
+class BreaksTheGraph(nn.Module):
+    """Your model behind the classic graph break: a Python `if` on a tensor value."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, *inputs):
+        first = next(value for value in inputs if isinstance(value, torch.Tensor))
+        if first.float().sum() > 0:
+            return self.model(*inputs)
+        return self.model(*inputs)
+
+
+def test_a_graph_break_stops_the_mre_and_names_the_cause(monkeypatch, tmp_path):
+    """The MRE compiles with fullgraph=True: a break is an Unsupported error saying what broke."""
+    build = mre.build_model
+    monkeypatch.setattr(mre, "build_model", lambda: BreaksTheGraph(build()))
+    monkeypatch.chdir(tmp_path)
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="Data-dependent branching"):
+        mre.infer_one_step()

@@ -4,27 +4,32 @@
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.backend import select_backend
-from {{ cookiecutter.package_name }}.model import INPUT_SHAPE, {{ cookiecutter.model_class }}
+from {{ cookiecutter.package_name }}.model import build_model, example_inputs
+from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
+{%- if cache %}
+from {{ cookiecutter.package_name }}.toolkit.compile_cache import CachedModel
+{%- endif %}
+from {{ cookiecutter.package_name }}.toolkit.contract import assert_same, clone, to_device
 
 pytestmark = pytest.mark.npu
 
 
-def test_replays_match_eager_for_new_input_data():
-    """The first call captures, later ones replay: every call equals eager on its own input."""
+def test_replays_match_eager_for_new_input_data(tmp_path, monkeypatch):
+    """The first call captures, later ones replay: each equals eager on its own new inputs."""
+    monkeypatch.chdir(tmp_path)  # a cache_compile cache, if any, starts empty
     backend = select_backend()
     assert backend.is_npugraph_ex, backend.reason
-    model = {{ cookiecutter.model_class }}().to("npu").eval()
+    torch.manual_seed(0)
+    model = build_model().to("npu").eval()
 {%- if cache %}
-    graph = model
-    eager = model._forward
+    graph = CachedModel(model)
 {%- else %}
     graph = torch.compile(
         model, backend="npugraph_ex", fullgraph=True, dynamic=False, options=backend.options
     )
-    eager = model
 {%- endif %}
-    with torch.no_grad():
-        for _ in range(3):
-            dummy_input = torch.randn(INPUT_SHAPE, device="npu")
-            torch.testing.assert_close(graph(dummy_input), eager(dummy_input))
+    for seed in (0, 1, 2):
+        torch.manual_seed(seed)
+        dummy_input = to_device(example_inputs(), "npu")
+        with torch.no_grad():
+            assert_same(clone(graph(*dummy_input)), model(*dummy_input))

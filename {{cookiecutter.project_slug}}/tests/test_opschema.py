@@ -7,7 +7,8 @@ import pytest
 import torch
 import yaml
 
-from {{ cookiecutter.package_name }} import op_plugin_dev, opschema
+from {{ cookiecutter.package_name }}.op_reference import reference
+from {{ cookiecutter.package_name }}.toolkit import op_plugin, opschema
 
 LOADER = getattr(
     yaml, "CSafeLoader", yaml.SafeLoader
@@ -24,33 +25,35 @@ def findings(tmp_path, entries: str, *, header: str = HEADER) -> list[str]:
 
 def test_project_schema_passes_strict(capsys):
     """This project's op_plugin_functions.yaml has no finding, warnings included."""
-    assert opschema.main(["--strict", str(op_plugin_dev.SCHEMA_FILE)]) == 0
+    assert opschema.main(["--strict", str(op_plugin.SCHEMA_FILE)]) == 0
     assert capsys.readouterr().out == ""
 
 
 def test_op_is_defined_from_the_yaml():
     """torch.ops.npu.{{ cookiecutter.op_name }} has exactly the schema the yaml's func declares."""
-    declared = torch._C.parse_schema(f"npu::{op_plugin_dev.schema()}")
-    assert getattr(torch.ops.npu, op_plugin_dev.OP_NAME).default._schema == declared
+    declared = torch._C.parse_schema(f"npu::{op_plugin.schema()}")
+    assert getattr(torch.ops.npu, op_plugin.OP_NAME).default._schema == declared
 
 
 def test_op_missing_on_an_npu_is_an_error_with_the_steps():
     """Where an NPU runs but torch_npu lacks the op, the stand-in refuses and points at the rebuild."""
     with pytest.raises(RuntimeError, match=r"torch_npu has no npu::not_built\. .*rebuild"):
-        op_plugin_dev.define_if_missing("not_built", "not_built(Tensor x) -> Tensor", npu_ok=True)
+        op_plugin.define_if_missing(
+            "not_built", "not_built(Tensor x) -> Tensor", reference, npu_ok=True
+        )
 
 
 def test_an_existing_op_with_another_schema_is_refused():
     """An op torch_npu already has under this name, with another schema, is a clash, not a match."""
-    name = op_plugin_dev.OP_NAME
+    name = op_plugin.OP_NAME
     with pytest.raises(RuntimeError, match=r"already has an npu::\w+ with another schema"):
-        op_plugin_dev.define_if_missing(name, "x(Tensor a) -> Tensor", npu_ok=False)
+        op_plugin.define_if_missing(name, "x(Tensor a) -> Tensor", reference, npu_ok=False)
 
 
 def test_existing_op_is_left_alone():
     """An op torch_npu already has (here: the one defined at import) is not defined again."""
-    name, func = op_plugin_dev.OP_NAME, op_plugin_dev.schema()
-    assert op_plugin_dev.define_if_missing(name, func, npu_ok=False) is None
+    name, func = op_plugin.OP_NAME, op_plugin.schema()
+    assert op_plugin.define_if_missing(name, func, reference, npu_ok=False) is None
 
 
 def test_accepts_every_schema_in_atens_native_functions():

@@ -11,7 +11,7 @@ The model calls it as torch.ops.{{ cookiecutter.__op_ns }}.{{ op }}.
 
 import torch
 
-from .backend import npu_status
+from .toolkit.backend import npu_status
 
 OP_NAME = "{{ cookiecutter.__op_ns }}::{{ op }}"
 {%- if in_place %}

@@ -12,7 +12,7 @@ from torch.library import Library, impl
 
 # Off NPU, or before torch_npu is rebuilt with the op, this defines npu::{{ cookiecutter.op_name }} from the
 # schema in op_plugin_functions.yaml: a Meta function can only be registered for an existing op.
-from . import op_plugin_dev  # noqa: F401
+from .toolkit import op_plugin  # noqa: F401
 
 m = Library("npu", "IMPL", "Meta")
 

@@ -1,31 +1,36 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
-"""Minimal reproducible example: one graph-mode inference step of {{ cookiecutter.model_class }}.
+"""Minimal reproducible example: one graph-mode inference step of the model in model.py.
 
 Run it with `python -m {{ cookiecutter.package_name }}.mre`. On an Ascend NPU it uses npugraph_ex;
-elsewhere the aot_eager stand-in, and the report says which ran and why.
+elsewhere the aot_eager stand-in, and the report says which ran and why. `python -m
+{{ cookiecutter.package_name }} export` turns this file, your model and everything it imports into
+one file for a bug report.
 """
-
-import time
 
 import torch
 
-from .backend import select_backend
-from .model import INPUT_SHAPE, {{ cookiecutter.model_class }}
-from .report import print_report
+from .model import build_model, example_inputs
+from .toolkit.backend import select_backend
+{%- if cache %}
+from .toolkit.compile_cache import CACHE_DIR, CachedModel
+{%- endif %}
+from .toolkit.contract import to_device
+from .toolkit.report import first_call, print_report
 
 
-def infer_one_step() -> torch.Tensor:
+def infer_one_step():
     """
 {%- if cache %}
-    One inference step of {{ cookiecutter.model_class }} through its cache_compile graph.
+    One inference step of build_model() through its cache_compile graph.
 
     Key settings:
-    - cache_compile instead of torch.compile: {{ cookiecutter.model_class }}.forward() runs the cached
-      graph of _forward() (its docstring lists dynamic=False, cache_dir and the cache rules); the first
-      run writes the cache, later runs load it
+    - cache_compile instead of torch.compile: CachedModel.forward() runs the cached graph of its
+      _forward(), which calls your model (its docstring lists dynamic=False, cache_dir and the
+      cache rules); the first run writes the cache, later runs load it
+    - cache_dir=CACHE_DIR: the cache folder, relative to where you run
     - config = backend.options: the npugraph_ex options cache_compile uses (None off NPU)
 {%- else %}
-    One inference step of {{ cookiecutter.model_class }} in npugraph_ex graph mode.
+    One inference step of build_model() in npugraph_ex graph mode.
 
     Key settings:
     - backend="npugraph_ex": capture & replay moves task dispatch onto the device and cuts host
@@ -37,13 +42,16 @@ def infer_one_step() -> torch.Tensor:
       (None off NPU: the stand-in takes none)
 {%- endif %}
     - .eval() and torch.no_grad(): inference only, no autograd state in the graph
-    - torch.manual_seed(0): the same weights and input on every run, so runs can be compared
+    - torch.manual_seed(0), then build_model(), then example_inputs(): the same weights and
+      inputs on every run, so runs compare and anyone can rebuild the eager reference
     """
     torch.manual_seed(0)
     backend = select_backend()
     config = backend.options
-    model = {{ cookiecutter.model_class }}().to(backend.device).eval()
-{%- if not cache %}
+    model = build_model().to(backend.device).eval()
+{%- if cache %}
+    compiled_model = CachedModel(model, cache_dir=CACHE_DIR)
+{%- else %}
     compiled_model = torch.compile(
         model,
         backend=backend.name,
@@ -52,11 +60,10 @@ def infer_one_step() -> torch.Tensor:
         options=config,
     )
 {%- endif %}
-    dummy_input = torch.randn(INPUT_SHAPE).to(backend.device)
-    started = time.perf_counter()
-    with torch.no_grad():
-        output = {{ "model" if cache else "compiled_model" }}(dummy_input)
-    print_report(backend, config, dummy_input, output, started)
+    dummy_input = to_device(example_inputs(), backend.device)
+    with torch.no_grad(), first_call(backend) as call:
+        output = compiled_model(*dummy_input)
+    print_report(backend, config, dummy_input, output, call)
     return output
 
 

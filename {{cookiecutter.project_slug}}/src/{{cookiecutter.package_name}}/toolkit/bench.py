@@ -3,10 +3,10 @@
 
 Run it with
 
-    python -m {{ cookiecutter.package_name }}.bench [--json] [--iters N] [--warmup N]
-        [--backend B] [--shape B,S,H]
+    python -m {{ cookiecutter.package_name }} bench [--json] [--iters N] [--warmup N] [--backend B]
 
-First it checks that graph mode computes what eager computes, and times the first graph call
+It runs build_model() on example_inputs(), as the MRE does. First it checks that graph mode
+computes what eager computes, and times the first graph call
 (Dynamo, AOT and capture) on its own. Then it warms both up and times `--iters` iterations of
 one eager and one graph call each. It prints per-call p50, p95 and mean latency, the speedup
 (the median of the per-iteration eager/graph ratios, with its interquartile range), and a
@@ -33,11 +33,15 @@ from typing import Any
 import torch
 from torch._dynamo.utils import counters
 
-from . import model as models
+from ..model import build_model, example_inputs
 from .backend import BACKEND_ENV, Backend, select_backend
+{%- if cache %}
+from .compile_cache import CachedModel
+{%- endif %}
+from .contract import assert_same, clone, describe_tree, to_device
 from .report import synchronize
 
-Call = Callable[[torch.Tensor], torch.Tensor]
+Call = Callable[..., Any]
 
 STAND_IN_NOTE = (
     "{backend} stands in for npugraph_ex: these numbers compare eager with the stand-in "
@@ -73,22 +77,6 @@ class Progress:
         self.show("")
 
 
-def parse_shape(text: str) -> tuple[int, ...]:
-    """argparse type for --shape: comma-separated positive integers ending in the hidden size."""
-    try:
-        shape = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        shape = ()
-    if not shape or min(shape) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not comma-separated positive integers")
-    hidden = models.INPUT_SHAPE[-1]
-    # The model is built as in the MRE, so only the leading (batch, sequence) sizes can change.
-    if len(shape) < 2 or shape[-1] != hidden:
-        message = f"{text!r} must be (..., sequence, {hidden}): the model's size"
-        raise argparse.ArgumentTypeError(message)
-    return shape
-
-
 def at_least(minimum: int) -> Callable[[str], int]:
     """argparse type: an integer no smaller than `minimum`."""
 
@@ -104,10 +92,10 @@ def at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None, prog: str | None) -> argparse.Namespace:
     """The command line; the module docstring explains it."""
     parser = argparse.ArgumentParser(
-        prog=f"python -m {__package__}.bench",
+        prog=prog,
         description="Time eager against graph mode on the same model and input.",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object, not a table")
@@ -121,27 +109,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--backend",
         help=f"torch.compile backend to time, via ${BACKEND_ENV} (default: what the MRE uses)",
     )
-    parser.add_argument(
-        "--shape",
-        type=parse_shape,
-        default=models.INPUT_SHAPE,
-        help="input shape; the last dimension is the model's hidden size "
-        f"(default: {','.join(map(str, models.INPUT_SHAPE))})",
-    )
     return parser.parse_args(argv)
 
 
-def build(backend: Backend, shape: tuple[int, ...]) -> tuple[Call, Call, torch.Tensor]:
-    """The eager callable, the graph callable and the input, on the MRE's seeded weights."""
+def build(backend: Backend) -> tuple[Call, Call, tuple[Any, ...]]:
+    """The eager callable, the graph callable and the inputs, seeded as in the MRE."""
     torch.manual_seed(0)
-    # Through the module: a model class name can then never clash with a name defined here.
-    model = models.{{ cookiecutter.model_class }}().to(backend.device).eval()
-    # Drawn on the CPU, then moved: the same values as the MRE's input, whatever the device.
-    dummy_input = torch.randn(shape).to(backend.device)
+    model = build_model().to(backend.device).eval()
+    dummy_input = to_device(example_inputs(), backend.device)
 {%- if cache %}
-    # forward() runs the cached graph of _forward(), which cache_compile built for this backend
-    # in __init__; _forward() itself is the uncompiled model.
-    return model._forward, model, dummy_input
+    return model, CachedModel(model), dummy_input
 {%- else %}
     graph = torch.compile(
         model,
@@ -154,20 +131,20 @@ def build(backend: Backend, shape: tuple[int, ...]) -> tuple[Call, Call, torch.T
 {%- endif %}
 
 
-def time_first_call(graph: Call, dummy_input: torch.Tensor, device: str) -> float:
+def time_first_call(graph: Call, dummy_input: tuple[Any, ...], device: str) -> float:
     """Seconds for the first graph call: Dynamo, AOT autograd and, on an NPU, the capture."""
     started = time.perf_counter()
-    graph(dummy_input)
+    graph(*dummy_input)
     synchronize(device)
     return time.perf_counter() - started
 
 
-def compare_outputs(eager: Call, graph: Call, dummy_input: torch.Tensor) -> str | None:
+def compare_outputs(eager: Call, graph: Call, dummy_input: tuple[Any, ...]) -> str | None:
     """None if graph mode computes what eager computes on this input, else why not."""
     try:
         # This graph call is a replay, like every timed one. clone(): the next replay of a
         # captured graph overwrites its output in place.
-        torch.testing.assert_close(graph(dummy_input).clone(), eager(dummy_input))
+        assert_same(clone(graph(*dummy_input)), eager(*dummy_input))
     except AssertionError as error:
         return str(error)
     return None
@@ -189,13 +166,13 @@ def device_events(device: str) -> tuple[Any, Any] | None:
     return torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
 
 
-def time_call(fn: Call, dummy_input: torch.Tensor, device: str) -> tuple[float, float | None]:
+def time_call(fn: Call, dummy_input: tuple[Any, ...], device: str) -> tuple[float, float | None]:
     """One call's wall-clock ms until the device is done, and its device ms on an NPU."""
     events = device_events(device)
     started = time.perf_counter()
     if events:
         events[0].record()
-    fn(dummy_input)
+    fn(*dummy_input)
     if events:
         events[1].record()
     synchronize(device)
@@ -206,7 +183,7 @@ def time_call(fn: Call, dummy_input: torch.Tensor, device: str) -> tuple[float, 
 def measure(
     eager: Call,
     graph: Call,
-    dummy_input: torch.Tensor,
+    dummy_input: tuple[Any, ...],
     device: str,
     warmup: int,
     iters: int,
@@ -217,7 +194,7 @@ def measure(
     for step in range(warmup):
         progress.show(f"bench: warming up {step + 1}/{warmup}")
         for _, fn in pair:
-            fn(dummy_input)
+            fn(*dummy_input)
     synchronize(device)
     run = Run(counters_before=counter_snapshot())
     # As timeit does: a garbage collection would land on whichever call happened to trigger it.
@@ -256,18 +233,18 @@ def latency(host_ms: list[float], device_ms: list[float]) -> dict[str, float | N
     }
 
 
-def header(backend: Backend, shape: tuple[int, ...]) -> dict[str, Any]:
-    """What ran, where, why and on which shape: the first keys of every result."""
+def header(backend: Backend, dummy_input: tuple[Any, ...]) -> dict[str, Any]:
+    """What ran, where, why and on which inputs: the first keys of every result."""
     return {
         "backend": backend.name,
         "reason": backend.reason,
         "device": backend.device,
-        "shape": list(shape),
+        "inputs": describe_tree(dummy_input),
     }
 
 
 def summarize(
-    backend: Backend, shape: tuple[int, ...], warmup: int, compile_s: float, run: Run
+    backend: Backend, dummy_input: tuple[Any, ...], warmup: int, compile_s: float, run: Run
 ) -> dict[str, Any]:
     """The result as one JSON-ready dict; the table is rendered from it too."""
     eager_ms, graph_ms = run.host_ms["eager"], run.host_ms["graph"]
@@ -276,7 +253,7 @@ def summarize(
     keys = sorted(run.counters_before.keys() | run.counters_after.keys())
     recompiled = [k for k in keys if run.counters_before.get(k) != run.counters_after.get(k)]
     return {
-        **header(backend, shape),
+        **header(backend, dummy_input),
         "iters": len(ratios),
         "warmup": warmup,
         "compile_s": compile_s,
@@ -313,7 +290,7 @@ def render_table(result: dict[str, Any]) -> str:
     rows = [
         ("backend", f"{result['backend']} ({result['reason']})"),
         ("device", result["device"]),
-        ("shape", str(tuple(result["shape"]))),
+        ("inputs", result["inputs"]),
         ("iterations", iterations),
         ("compile", f"{result['compile_s']:.3f} s (first graph call: Dynamo, AOT, capture)"),
         ("", "".join(f"{title:>10}" for title in titles)),
@@ -330,21 +307,23 @@ def render_table(result: dict[str, Any]) -> str:
     return "\n".join(f"{label:<{width}}  {value}".rstrip() for label, value in rows)
 
 
-def report_mismatch(backend: Backend, shape: tuple[int, ...], mismatch: str, as_json: bool) -> None:
+def report_mismatch(
+    backend: Backend, dummy_input: tuple[Any, ...], mismatch: str, as_json: bool
+) -> None:
     """Say on stderr how graph mode and eager differ; with --json, also print a failed result."""
     print(f"bench: {backend.name} does not match eager, so nothing was timed:", file=sys.stderr)
     print(mismatch, file=sys.stderr)
     if as_json:
         # The same leading keys as a full result, so a script can tell what failed where.
-        print(json.dumps({**header(backend, shape), "outputs_match": False}))
+        print(json.dumps({**header(backend, dummy_input), "outputs_match": False}))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Run the benchmark and print the result; return the exit status."""
-    args = parse_args(argv)
+    args = parse_args(argv, prog)
     if args.backend:
-        # Before anything is built: select_backend() reads it, and so does the model's
-        # cache_compile wrapper in cache_compile mode.
+        # Before anything is built: select_backend() reads it, and so does CachedModel's
+        # cache_compile in cache_compile mode.
         os.environ[BACKEND_ENV] = args.backend
     try:
         backend = select_backend()
@@ -354,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = Progress()
     try:
         with torch.no_grad():
-            eager, graph, dummy_input = build(backend, args.shape)
+            eager, graph, dummy_input = build(backend)
             progress.show(f"bench: first {backend.name} call (compile and capture)")
             compile_s = time_first_call(graph, dummy_input, backend.device)
             progress.show("bench: comparing outputs")
@@ -366,9 +345,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         progress.clear()
     if mismatch is not None:
-        report_mismatch(backend, args.shape, mismatch, args.json)
+        report_mismatch(backend, dummy_input, mismatch, args.json)
         return 1
-    result = summarize(backend, args.shape, args.warmup, compile_s, run)
+    result = summarize(backend, dummy_input, args.warmup, compile_s, run)
     print(json.dumps(result) if args.json else render_table(result))
     if result["recompiled"]:
         print(

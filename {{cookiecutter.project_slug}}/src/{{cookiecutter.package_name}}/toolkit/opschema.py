@@ -1,6 +1,6 @@
 """Check op-plugin schema files (op_plugin_functions.yaml) before a torch_npu build or graph mode does.
 
-    python -m {{ cookiecutter.package_name }}.opschema [--strict] [FILE ...]
+    python -m {{ cookiecutter.package_name }} opschema [--strict] [FILE ...]
 
 Errors (exit 1) break torch_npu's code generation: YAML that does not parse, unknown sections or
 entry keys, a `func` that ATen's schema parser (torchgen, as the build uses) rejects, version
@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 from torchgen.model import FunctionSchema, SchemaKind
 
-DEFAULT_FILE = files(__package__) / "op_plugin_functions.yaml"
+DEFAULT_FILE = files(__package__.rpartition(".")[0]) / "op_plugin_functions.yaml"
 ENTRY_SECTIONS = frozenset(
     {"official", "custom", "custom_autograd", "autograd", "symint", "quant", "tocpu", "unsupported"}
 )
@@ -263,8 +263,8 @@ def check(path: Path | Any) -> list[Finding]:
     return Checker(str(path), path.read_text()).run()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path, help="yaml files (default: this project's)")
     parser.add_argument("--strict", action="store_true", help="treat graph-mode warnings as errors")
     arguments = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
 """Why won't graph mode run here? One screen of OK / WARN / FAIL lines, each FAIL with its fix.
 
-    python -m {{ cookiecutter.package_name }}.doctor [--json]
+    python -m {{ cookiecutter.package_name }} doctor [--json]
 
 Exit 0 when the MRE runs in graph mode (npugraph_ex) on this machine, 1 when it runs but falls
 back to a stand-in, 2 when it cannot run at all. Whatever is broken, it reports instead of
@@ -192,7 +192,7 @@ def check_choice() -> Check:
 
 
 def check_cache_dir() -> Check:
-    from .model import CACHE_DIR
+    from .compile_cache import CACHE_DIR
 
     folder = Path(CACHE_DIR)
     if not folder.exists():
@@ -220,6 +220,43 @@ def check_cache_dir() -> Check:
 {%- endif %}
 
 
+def check_model() -> Check:
+    """build_model() and example_inputs() run and keep the contract: else nothing can run."""
+    import torch
+
+    from .contract import ContractError, describe_tree, to_device
+
+    fix = "fix model.py: README, section 'Your own model'"
+    try:
+        from ..model import build_model, example_inputs
+
+        torch.manual_seed(0)
+        model = build_model()
+        inputs = to_device(example_inputs(), "cpu")
+    except ContractError as error:
+        return Check("model", "FAIL", str(error), fix, blocking=True)
+    except Exception as error:  # noqa: BLE001  (whatever your model raises, say it)
+        detail = f"model.py fails: {type(error).__name__}: {error}".splitlines()[0]
+        return Check("model", "FAIL", detail, fix, blocking=True)
+    if not isinstance(model, torch.nn.Module):
+        detail = f"build_model() returned {type(model).__name__}, not a torch.nn.Module"
+        return Check("model", "FAIL", detail, fix, blocking=True)
+    detail = f"build_model() gives {type(model).__name__}, example_inputs() {describe_tree(inputs)}"
+    return Check("model", "OK", detail)
+
+
+def check_mre_imports() -> Check:
+    """The MRE module imports, so `python -m <package>.mre` gets as far as running."""
+    mre = f"{__package__.rpartition('.')[0]}.mre"
+    try:
+        importlib.import_module(mre)
+    except Exception as error:  # noqa: BLE001  (an import can fail in any way)
+        detail = f"{mre} does not import: {type(error).__name__}: {error}".splitlines()[0]
+        fix = f"python -m {mre} shows the traceback"
+        return Check("mre-import", "FAIL", detail, fix, blocking=True)
+    return Check("mre-import", "OK", f"{mre} imports")
+
+
 CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
     check_python,
     check_versions,
@@ -228,6 +265,8 @@ CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
     check_cann,
     check_backends,
     check_choice,
+    check_model,
+    check_mre_imports,
 {%- if cache %}
     check_cache_dir,
 {%- endif %}
@@ -243,6 +282,7 @@ def run_checks() -> list[Check]:
         except Exception as error:  # noqa: BLE001  (the doctor must report, never crash)
             name = check.__name__.removeprefix("check_")
             outcome = Check(name, "FAIL", f"the check itself failed: {error!r}")
+
         results += outcome if isinstance(outcome, list) else [outcome]
     return results
 
@@ -267,8 +307,8 @@ def render(checks: list[Check], summary: str) -> str:
     return "\n".join([*lines, "", summary])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     arguments = parser.parse_args(argv)
     checks = run_checks()

@@ -1,0 +1,38 @@
+{%- set op_plugin = cookiecutter.custom_op != "none" and cookiecutter.op_registration == "op_plugin" -%}
+"""The project's command line: `python -m {{ cookiecutter.package_name }} <command> [--help]`."""
+
+import argparse
+import importlib
+import sys
+
+# Command → (module under toolkit/, what it answers). Modules load only when their command runs:
+# `--help` stays instant, and a broken torch cannot stop the doctor from starting.
+COMMANDS = {
+    "check": ("check", "is my model ready for graph mode? every graph break, then each rung"),
+    "doctor": ("doctor", "why won't graph mode run on this machine? OK / WARN / FAIL with fixes"),
+    "bench": ("bench", "eager against graph mode on the same model and inputs"),
+    "export": ("export", "the MRE and your model in one self-contained file for a bug report"),
+{%- if op_plugin %}
+    "opschema": ("opschema", "check op_plugin_functions.yaml files before a torch_npu build"),
+{%- endif %}
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    width = max(map(len, COMMANDS))
+    listing = "\n".join(f"  {name:<{width}}  {about}" for name, (_, about) in COMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {__package__}",
+        description=f"commands:\n{listing}\n\nThe MRE itself: python -m {__package__}.mre",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("command", choices=COMMANDS, metavar="command", help="one of the above")
+    parser.add_argument("arguments", nargs=argparse.REMAINDER, help="the command's own (--help)")
+    parsed = parser.parse_args(argv)
+    module_name, _ = COMMANDS[parsed.command]
+    module = importlib.import_module(f".toolkit.{module_name}", __package__)
+    return module.main(parsed.arguments, prog=f"python -m {__package__} {parsed.command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

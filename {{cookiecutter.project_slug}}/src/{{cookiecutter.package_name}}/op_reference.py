@@ -1,0 +1,21 @@
+{%- set in_place = cookiecutter.custom_op == "in_place" -%}
+"""What npu::{{ cookiecutter.op_name }} computes, in plain torch: keep it in step with your Ascend C kernel.
+
+Off NPU (or before torch_npu is rebuilt with the op) the development stand-in runs this as the
+op's kernel, so the Meta function, the model and the compile path run on any machine.
+"""
+
+import torch
+{%- if in_place %}
+
+
+def reference(x: torch.Tensor, y: torch.Tensor) -> None:
+    """x += y, in place (a fused residual add)."""
+    x.add_(y)
+{%- else %}
+
+
+def reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """x + y in a new tensor (a fused residual add)."""
+    return x + y
+{%- endif %}

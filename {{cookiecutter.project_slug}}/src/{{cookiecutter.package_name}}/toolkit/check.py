@@ -1,0 +1,310 @@
+"""Is my model ready for graph mode? Every graph break, then each rung of the fault-isolation ladder.
+
+    python -m {{ cookiecutter.package_name }} check [--json]
+
+It builds build_model() and example_inputs() as the MRE does and runs them eagerly. Then it lists
+every graph break (torch._dynamo.explain) with file:line, the reason and a one-line hint, and
+walks each rung of the npugraph_ex fault-isolation ladder that can run here, comparing each
+output with eager's: the `eager` backend (Dynamo only), `aot_eager` (the stand-in), and on an NPU
+npugraph_ex with force_eager, with force_recapture, then plain. A second call on new inputs of the
+same shapes must not recompile.
+
+Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import sys
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+from .backend import NPUGRAPH_EX_OPTIONS, npu_status
+from .contract import assert_same, clone, non_tensor_leaves, to_device
+
+# (pattern in the error or break reason, the hint a first-day user needs).
+HINTS: tuple[tuple[str, str], ...] = (
+    (
+        r"Expected tensor for argument #1 'indices'|indices.* scalar types: Long, Int",
+        (
+            "an embedding got a float tensor: token ids must be integers, e.g. "
+            "torch.randint(0, vocab_size, shape) in example_inputs()"
+        ),
+    ),
+    (
+        r"Data-dependent branching|generic_jump|data dependent operator",
+        (
+            "a Python `if` or `while` on a tensor value: compute both sides and pick with "
+            "torch.where, use torch.cond, or decide on shapes and settings instead of values"
+        ),
+    ),
+    (
+        r"builtin operator `print`|\bprint\b",
+        "print() inside the model breaks the graph: remove it, or print outside the model",
+    ),
+    (
+        r"\.item\(\)|_local_scalar_dense|capture_scalar_outputs",
+        ".item() copies a value to the host: keep it a tensor (x + t.sum(), not x + t.sum().item())",
+    ),
+    (
+        r"unsupported operator|fake tensor|FakeTensor|Meta",
+        (
+            "a custom operator without a Meta/fake function: register_fake (torch.library) or "
+            "@impl(Library('npu', 'IMPL', 'Meta'), ...) (op-plugin)"
+        ),
+    ),
+    (
+        r"Cannot run aclop operators during NPU graph capture",
+        (
+            "set torch.npu.config.allow_internal_format = False before compiling; if the capture "
+            "still fails, that operator needs an aclnn implementation"
+        ),
+    ),
+    (
+        r"non-Tensor|non-tensor|returned a non-tensor",
+        "graph mode hands back tensors: return tensors (or tuples, dicts, dataclasses of them)",
+    ),
+)
+FALLBACK_HINT = "see the reason; README, section 'Fault isolation'"
+
+
+def hint_for(text: str) -> str:
+    """The first hint whose pattern occurs in `text`."""
+    return next((hint for pattern, hint in HINTS if re.search(pattern, text)), FALLBACK_HINT)
+
+
+@dataclass
+class Finding:
+    """One graph break, failed rung or other problem: where, why, and what to do."""
+
+    what: str
+    reason: str
+    where: str = ""
+    hint: str = ""
+    severity: str = "problem"
+    """problem (exit 1) or warning (shown, exit unchanged)."""
+
+
+@dataclass
+class Rung:
+    name: str
+    status: str
+    """ok, fail, or skipped (with the reason in detail)."""
+    detail: str = ""
+
+
+@dataclass
+class Result:
+    verdict: int = 0
+    summary: str = ""
+    model: str = ""
+    findings: list[Finding] = field(default_factory=list)
+    rungs: list[Rung] = field(default_factory=list)
+
+
+def first_line(error: BaseException) -> str:
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+# Frames in torch or in this toolkit are not where your problem is.
+NOT_YOURS = (Path(torch.__file__).parent, Path(__file__).parent)
+
+
+def user_frame(frames: list[traceback.FrameSummary]) -> str:
+    """file:line of the innermost frame in your code (not torch's, not this toolkit's)."""
+    own = [
+        frame
+        for frame in frames
+        if not any(Path(frame.filename).is_relative_to(root) for root in NOT_YOURS)
+    ]
+    return f"{own[-1].filename}:{own[-1].lineno} ({own[-1].name})" if own else ""
+
+
+def error_frame(error: BaseException) -> str:
+    """Where in your code an error arose: Dynamo names the traced line in its message."""
+    traced = re.findall(r'File "([^"]+)", line (\d+), in (\w+)', str(error))
+    traced = [
+        (file, line, name)
+        for file, line, name in traced
+        if user_frame([traceback.FrameSummary(file, int(line), name)])
+    ]
+    if traced:
+        file, line, name = traced[-1]
+        return f"{file}:{line} ({name})"
+    return user_frame(traceback.extract_tb(error.__traceback__))
+
+
+def graph_breaks(model: torch.nn.Module, inputs: tuple[Any, ...]) -> list[Finding]:
+    """Every graph break Dynamo meets in the model, as fullgraph=True sees them."""
+    torch._dynamo.reset()
+    # fullgraph=True captures .item() as a graph value: explain() should count it as fullgraph does.
+    with torch._dynamo.config.patch(capture_scalar_outputs=True), torch.no_grad():
+        explanation = torch._dynamo.explain(model)(*inputs)
+    findings = []
+    for reason in explanation.break_reasons:
+        text = reason.reason.strip()
+        summary = text.splitlines()[0]
+        findings.append(
+            Finding("graph break", summary, user_frame(reason.user_stack), hint_for(text))
+        )
+    for graph in explanation.graphs:
+        for node in graph.graph.nodes:
+            if node.op == "call_method" and node.target == "item":
+                where = (node.meta.get("stack_trace") or "").strip().splitlines()
+                location = next((line.strip() for line in reversed(where) if "File" in line), "")
+                findings.append(
+                    Finding(
+                        ".item() in the graph",
+                        "torch 2.13 keeps .item() in the graph under fullgraph=True, but on an NPU "
+                        "it is a device-to-host copy that aclgraph capture cannot record",
+                        location,
+                        hint_for(".item()"),
+                        severity="warning",
+                    )
+                )
+    return findings
+
+
+def rungs_here(npu_ok: bool) -> list[tuple[str, str, dict[str, object] | None]]:
+    """(name, backend, options) of each fault-isolation rung, in the guide's order."""
+    ladder = [("eager", "eager", None), ("aot_eager", "aot_eager", None)]
+    ladder += [
+        ("npugraph_ex force_eager", "npugraph_ex", {**NPUGRAPH_EX_OPTIONS, "force_eager": True}),
+        (
+            "npugraph_ex force_recapture",
+            "npugraph_ex",
+            {**NPUGRAPH_EX_OPTIONS, "force_recapture": True},
+        ),
+        ("npugraph_ex", "npugraph_ex", dict(NPUGRAPH_EX_OPTIONS)),
+    ]
+    return ladder if npu_ok else ladder[:2]
+
+
+def run_rung(
+    name: str,
+    backend: str,
+    options: dict[str, object] | None,
+    model: torch.nn.Module,
+    inputs: tuple[Any, ...],
+    again: tuple[Any, ...],
+    expected: Any,
+) -> tuple[Rung, list[Finding]]:
+    """Compile as the MRE does with one backend, call twice, compare with eager."""
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=False, options=options)
+    try:
+        with torch.no_grad():
+            output = clone(compiled(*inputs))
+            graphs = counters["stats"]["unique_graphs"]
+            compiled(*again)
+            recompiled = counters["stats"]["unique_graphs"] - graphs
+    except Exception as error:  # noqa: BLE001  (any failure is this rung's answer)
+        text = str(error)
+        finding = Finding(f"{name} fails", first_line(error), error_frame(error), hint_for(text))
+        return Rung(name, "fail", first_line(error)), [finding]
+    findings = []
+    try:
+        assert_same(output, expected)
+    except AssertionError as error:
+        findings.append(
+            Finding(f"{name} differs from eager", str(error).splitlines()[0], hint=FALLBACK_HINT)
+        )
+    if recompiled:
+        findings.append(
+            Finding(
+                f"{name} recompiled",
+                "a second call on new inputs of the same shapes compiled again: Dynamo guards "
+                "on a value that changes (a Python number from a tensor, a changing attribute)",
+                hint="keep forward() free of values read from tensors; a cache_compile recompile "
+                "also deletes its cache",
+            )
+        )
+    status = "fail" if findings else "ok"
+    return Rung(name, status, "; ".join(f.what for f in findings) or "matches eager"), findings
+
+
+def check() -> Result:
+    """Run every check on the model of model.py; the result holds the verdict."""
+    npu_ok, why = npu_status()
+    device = "npu" if npu_ok else "cpu"
+    result = Result()
+    try:
+        from ..model import build_model, example_inputs
+
+        torch.manual_seed(0)
+        model = build_model().to(device).eval()
+        inputs = to_device(example_inputs(), device)
+        # New data of the same shapes, as the next inference step would bring.
+        torch.manual_seed(1)
+        again = to_device(example_inputs(), device)
+        result.model = type(model).__name__
+        with torch.no_grad():
+            expected = clone(model(*inputs))
+    except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
+        result.findings.append(
+            Finding("eager run fails", first_line(error), error_frame(error), hint_for(str(error)))
+        )
+        result.verdict = 2
+        result.summary = "the model does not run eagerly: fix that first"
+        return result
+    if leaves := non_tensor_leaves(expected):
+        result.findings.append(
+            Finding(
+                "non-tensor output",
+                f"the output holds {', '.join(leaves)}",
+                hint=hint_for("non-tensor"),
+                severity="warning",
+            )
+        )
+    result.findings += graph_breaks(model, inputs)
+    for rung in rungs_here(npu_ok):
+        outcome, findings = run_rung(*rung, model, inputs, again, expected)
+        result.rungs.append(outcome)
+        result.findings += findings
+    if not npu_ok:
+        result.rungs.append(Rung("npugraph_ex rungs", "skipped", f"need an NPU: {why}"))
+    problems = [f for f in result.findings if f.severity == "problem"]
+    result.verdict = 1 if problems else 0
+    if problems:
+        result.summary = f"{len(problems)} problem(s): fix them, then run check again"
+    else:
+        result.summary = "ready for graph mode: one graph, no recompile, same output as eager"
+    return result
+
+
+def render(result: Result) -> str:
+    lines = [f"model       {result.model or '(did not build)'}"]
+    for finding in result.findings:
+        lines.append(f"{finding.severity:<7}     {finding.what}: {finding.reason}")
+        if finding.where:
+            lines.append(f"{'':<12}at {finding.where}")
+        if finding.hint:
+            lines.append(f"{'':<12}hint: {finding.hint}")
+    for rung in result.rungs:
+        lines.append(f"rung        {rung.name:<28} {rung.status}  {rung.detail}".rstrip())
+    return "\n".join([*lines, "", result.summary])
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    arguments = parser.parse_args(argv)
+    # What your model prints goes to stderr: stdout holds the report (or the JSON) alone.
+    with contextlib.redirect_stdout(sys.stderr):
+        result = check()
+    print(json.dumps(asdict(result), indent=2) if arguments.json else render(result))
+    return result.verdict
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""cache_compile for any model: npugraph_ex's compile cache on an NPU, the stand-in elsewhere.
+
+CachedModel applies the seed's cache_compile pattern around your model, so that your model's
+class never has to change: its __init__ wraps its own _forward with cache_compile, forward runs
+the cached graph, and _forward calls your model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch._dynamo
+
+from .backend import select_backend
+
+CACHE_DIR = {{ cookiecutter.cache_dir | tojson }}
+"""Where cache_compile keeps compiled graphs, relative to the working directory of the run."""
+
+log = logging.getLogger(__name__)
+
+
+def cache_compile(method: Callable[..., Any], *, dynamic: bool, cache_dir: str) -> Callable[..., Any]:
+    """torch.npu.npugraph_ex.inference.cache_compile on a usable NPU, the stand-in elsewhere.
+
+    On an NPU the first run compiles and writes the cache under `cache_dir`, later starts load it
+    and skip Dynamo; the options are backend.NPUGRAPH_EX_OPTIONS. Elsewhere `method` is compiled
+    with the stand-in backend (fullgraph=True), which checks the same graph but writes no cache.
+    """
+    backend = select_backend()
+    if backend.is_npugraph_ex:
+        return torch.npu.npugraph_ex.inference.cache_compile(
+            method, dynamic=dynamic, cache_dir=cache_dir, options=backend.options
+        )
+    log.warning(
+        "cache_compile: %s compiles %s here, and no persistent cache is written",
+        backend.name,
+        method.__qualname__,
+    )
+    return torch.compile(method, backend=backend.name, fullgraph=True, dynamic=dynamic)
+
+
+class CachedModel(torch.nn.Module):
+    """Your model behind cache_compile: forward() runs the cached graph of _forward()."""
+
+    instances = 0
+    """CachedModels built in this process so far."""
+
+    def __init__(self, model: torch.nn.Module, cache_dir: str = CACHE_DIR) -> None:
+        super().__init__()
+        if CachedModel.instances:
+            # cache_compile's saver takes a second compile of _forward in one process for a
+            # recompile and deletes the cache: start the second instance from a clean Dynamo.
+            torch._dynamo.reset()
+        CachedModel.instances += 1
+        self.model = model
+        self.cached_forward = cache_compile(self._forward, dynamic=False, cache_dir=cache_dir)
+
+    def forward(self, *dummy_input: Any) -> Any:
+        """
+        Run the cached graph of _forward().
+
+        Key settings:
+        - cache_compile (torch.npu.npugraph_ex.inference.cache_compile on an NPU) replaces
+          torch.compile: the Dynamo result is cached, so the next start skips compiling
+        - dynamic=False: fixed shapes; aclgraph has no dynamic shapes, and dynamic=True may still
+          capture one aclgraph per shape
+        - cache_dir: where the cache goes (npugraph_ex's default: .torchair_cache); it is keyed on
+          str(model) and the options, not on your code: clear it after editing your model or
+          upgrading CANN
+        - options: the npugraph_ex options (NPUGRAPH_EX_OPTIONS) on an NPU, none off NPU
+        - _forward() must compile as one graph, once: no RNG ops, no backward, no recompiles
+        """
+        return self.cached_forward(*dummy_input)
+
+    def _forward(self, *dummy_input: Any) -> Any:
+        return self.model(*dummy_input)

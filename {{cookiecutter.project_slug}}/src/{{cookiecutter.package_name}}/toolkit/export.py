@@ -1,0 +1,489 @@
+{%- set cache = cookiecutter.mode == "cache_compile" -%}
+"""Write what the MRE runs as one self-contained .py file for a bug report, and verify it.
+
+    python -m {{ cookiecutter.package_name }} export [-o FILE] [--target npu|portable]
+
+The file is mre.py itself, bundled with everything of this project it imports, transitively:
+your model.py and its sibling modules (relative or absolute imports), the custom operator's
+registration, and the few helpers of this toolkit that the MRE calls. Third-party imports stay
+imports (`import transformers`). It keeps the seed's shape: imports, definitions, then
+def infer_one_step() with its fixed names, then the __main__ guard.
+
+`--target npu` (default) writes the literal npugraph_ex form (.npu(), backend="npugraph_ex"{{ ", torch.npu.npugraph_ex.inference.cache_compile" if cache else "" }})
+for a machine with torch_npu and CANN; `portable` keeps the fallback to the aot_eager stand-in,
+so the same file also runs on a CPU. Before it exits 0 the tool checks the written file: it
+compiles, and it uses no undefined name. Whatever it cannot bundle is an error (exit 1) that says
+why; it never writes a file that fails those checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import builtins
+import importlib.metadata
+import importlib.util
+import platform
+import symtable
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGE = __package__.rpartition(".")[0]
+TOOLKIT = __package__
+ENTRY = f"{PACKAGE}.mre"
+PROJECT = "{{ cookiecutter.project_slug }}"
+SETUP = "mode {{ cookiecutter.mode }}, custom op {{ cookiecutter.custom_op }}
+{%- if cookiecutter.custom_op != "none" %} ({{ cookiecutter.op_registration }}){% endif %}"
+LINE_LENGTH = 100
+HOW = {
+    "npu": "Runs on an Ascend NPU: torch_npu installed and CANN's set_env.sh sourced.",
+    "portable": "Runs anywhere: npugraph_ex on a usable Ascend NPU, the aot_eager stand-in elsewhere.",
+}
+# The npu target spells out what select_backend() decides on an NPU, in the seed's literal form.
+# Each is (text in this project's sources, text in the exported file).
+NPU_LITERALS = (
+    (
+        "backend = select_backend()",
+        'backend = Backend("npugraph_ex", "npu", "the npu target of the export")',
+    ),
+    ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),
+    ("backend=backend.name,", 'backend="npugraph_ex",'),
+    (".to(backend.device)", ".npu()"),
+    (
+        "self.cached_forward = cache_compile(self._forward, dynamic=False, cache_dir=cache_dir)",
+        (
+            "self.cached_forward = torch.npu.npugraph_ex.inference.cache_compile(\n"
+            "            self._forward,\n"
+            "            dynamic=False,\n"
+            "            cache_dir=cache_dir,\n"
+            "            options=NPUGRAPH_EX_OPTIONS,\n"
+            "        )"
+        ),
+    ),
+)
+# Where the names that NPU_LITERALS write are defined.
+LITERAL_NAMES = {"Backend": f"{TOOLKIT}.backend", "NPUGRAPH_EX_OPTIONS": f"{TOOLKIT}.backend"}
+PORTABLE_PRELUDE = """\
+import os
+
+# torch would import an installed torch_npu itself and die without CANN; the probe below does it.
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+"""
+
+
+class BundleError(Exception):
+    """The project cannot be bundled into one file: the message says where and why."""
+
+
+@dataclass
+class Definition:
+    """One top-level statement of a project module, with what it binds and what it needs."""
+
+    module: str
+    text: str
+    binds: set[str]
+    needs: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Module:
+    name: str
+    path: Path
+    definitions: list[Definition] = field(default_factory=list)
+    # Local name → (project module, name there): `from .model import build_model as build`.
+    project_names: dict[str, tuple[str, str]] = field(default_factory=dict)
+    project_modules: list[str] = field(default_factory=list)
+    """Project modules imported whole (`from . import custom_op`): run for their side effects."""
+    # Local name → the import statement that binds it, for everything outside the project.
+    external: dict[str, ast.stmt] = field(default_factory=dict)
+    future_annotations: bool = False
+
+
+def is_project(module: str) -> bool:
+    return module == PACKAGE or module.startswith(f"{PACKAGE}.")
+
+
+def absolute(module: Module, node: ast.ImportFrom) -> str:
+    """The absolute module name of a (possibly relative) `from ... import`."""
+    if not node.level:
+        return node.module or ""
+    base = module.name.split(".")
+    # A module's own package is its name minus the last part (a package's __init__ aside).
+    base = base[: len(base) - node.level + (module.path.name == "__init__.py")]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def source_of(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        raise BundleError(f"{name} is not a Python source file this tool can bundle")
+    return Path(spec.origin)
+
+
+def is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def global_reads(text: str) -> set[str]:
+    """Every global name the code reads, at any depth: not its parameters or local variables."""
+    table = symtable.symtable(text, "<bundle>", "exec")
+    reads, pending = set(), [table]
+    while pending:
+        scope = pending.pop()
+        pending.extend(scope.get_children())
+        for symbol in scope.get_symbols():
+            if symbol.is_referenced() and (scope is table or symbol.is_global()):
+                reads.add(symbol.get_name())
+    return reads
+
+
+def names_bound(node: ast.stmt) -> set[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+        targets = [node.target]
+    return {
+        child.id for target in targets for child in ast.walk(target) if isinstance(child, ast.Name)
+    }
+
+
+def is_docstring(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def segment(lines: list[str], node: ast.stmt) -> str:
+    """The statement's source with its decorators and the comment lines right above it."""
+    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    while start > 1 and lines[start - 2].lstrip().startswith("#"):
+        start -= 1
+    return "\n".join(lines[start - 1 : node.end_lineno])
+
+
+def load(name: str, target: str) -> Module:
+    """Parse one project module into its definitions and imports."""
+    path = source_of(name)
+    module = Module(name, path)
+    text = path.read_text()
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    for node in tree.body:
+        if is_docstring(node) and node is tree.body[0]:
+            continue  # the module docstring
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            module.future_annotations = True
+        elif isinstance(node, ast.ImportFrom) and (node.level or is_project(node.module or "")):
+            origin = absolute(module, node)
+            for alias in node.names:
+                local = alias.asname or alias.name
+                if is_module(f"{origin}.{alias.name}"):
+                    module.project_modules.append(f"{origin}.{alias.name}")
+                    module.project_names[local] = (f"{origin}.{alias.name}", "")
+                else:
+                    module.project_names[local] = (origin, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if is_project(alias.name):
+                    raise BundleError(
+                        f"{path.name}:{node.lineno}: `import {alias.name}` binds a module object, "
+                        "which one file cannot hold; import names instead "
+                        f"(from {alias.name} import ...)"
+                    )
+                module.external[alias.asname or alias.name.split(".")[0]] = node
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                module.external[alias.asname or alias.name] = node
+        else:
+            nested = [
+                child
+                for child in ast.walk(node)
+                if isinstance(child, ast.ImportFrom)
+                and (child.level or is_project(child.module or ""))
+            ]
+            if nested:
+                raise BundleError(
+                    f"{path.name}:{nested[0].lineno}: a project import inside a function or block "
+                    "cannot be bundled; move it to the top of the module"
+                )
+            if is_docstring(node) and module.definitions:
+                # An attribute docstring belongs to the assignment right above it.
+                previous = module.definitions[-1]
+                previous.text += "\n" + segment(lines, node)
+                continue
+            statement = segment(lines, node)
+            if target == "npu":
+                for project_text, literal in NPU_LITERALS:
+                    statement = statement.replace(project_text, literal)
+            statement = inline_calls(name, statement)
+            parsed = ast.parse(statement).body[0]
+            module.definitions.append(
+                Definition(name, statement, names_bound(parsed), global_reads(statement))
+            )
+    return module
+
+
+def inline_calls(module: str, statement: str) -> str:
+    """Replace calls that read this project's files by their values, so the file stands alone."""
+{%- if cookiecutter.custom_op != "none" and cookiecutter.op_registration == "op_plugin" %}
+    if module == f"{TOOLKIT}.op_plugin" and "schema()" in statement:
+        from .op_plugin import schema
+
+        statement = statement.replace("schema()", repr(schema()))
+{%- endif %}
+    return statement
+
+
+class Bundler:
+    """Collects the definitions the entry module needs, each after what it needs, in one file."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.modules: dict[str, Module] = {}
+        self.emitted: list[Definition] = []
+        self.seen: set[int] = set()
+        self.bound: dict[str, str] = {}
+        """Top-level name → the module whose definition it is, to catch two of one name."""
+        self.imports: dict[str, tuple[ast.stmt, str]] = {}
+        self.entered: set[str] = set()
+
+    def module(self, name: str) -> Module:
+        if name not in self.modules:
+            self.modules[name] = load(name, self.target)
+        return self.modules[name]
+
+    def enter(self, name: str) -> None:
+        """A module is used: first run the project modules it imports whole (their side effects)."""
+        if name in self.entered:
+            return
+        self.entered.add(name)
+        for whole in self.module(name).project_modules:
+            self.whole(whole)
+
+    def whole(self, name: str) -> None:
+        self.enter(name)
+        module = self.module(name)
+        self.check_module_names_unused(module)
+        for definition in module.definitions:
+            self.emit(definition)
+
+    def check_module_names_unused(self, module: Module) -> None:
+        for definition in module.definitions:
+            used = {
+                local
+                for local, (origin, attribute) in module.project_names.items()
+                if attribute == "" and local in definition.needs
+            }
+            if used:
+                raise BundleError(
+                    f"{module.path.name} uses the module object {min(used)}: one file has no "
+                    "modules; import the names you use instead (from .module import name)"
+                )
+
+    def emit(self, definition: Definition) -> None:
+        if id(definition) in self.seen:
+            return
+        self.seen.add(id(definition))
+        module = self.module(definition.module)
+        self.enter(definition.module)
+        for name in sorted(definition.needs - definition.binds):
+            self.resolve(module, name)
+        for name in definition.binds:
+            owner = self.bound.setdefault(name, definition.module)
+            if owner != definition.module:
+                raise BundleError(
+                    f"`{name}` is defined in both {owner} and {definition.module}: one file holds "
+                    "one of each name; rename one of them"
+                )
+        self.emitted.append(definition)
+
+    def resolve(self, module: Module, name: str) -> None:
+        """Make `name`, as `module` means it, defined in the bundle."""
+        local = [d for d in module.definitions if name in d.binds]
+        if local:
+            for definition in local:
+                self.emit(definition)
+        elif name in module.project_names:
+            origin, attribute = module.project_names[name]
+            if not origin.startswith(f"{TOOLKIT}."):
+                # Your modules travel whole: a statement of theirs may register something.
+                self.whole(origin)
+            if attribute:
+                self.resolve(self.module(origin), attribute)
+                if attribute != name:
+                    alias = Definition(module.name, f"{name} = {attribute}", {name}, {attribute})
+                    self.emit(alias)
+        elif name in LITERAL_NAMES and name not in module.external:
+            # A name the npu target's literal form brings in (NPU_LITERALS).
+            self.resolve(self.module(LITERAL_NAMES[name]), name)
+        elif name in module.external:
+            statement = module.external[name]
+            known = self.imports.setdefault(name, (statement, module.name))
+            if ast.dump(known[0]) != ast.dump(statement) and not same_binding(
+                known[0], statement, name
+            ):
+                raise BundleError(
+                    f"`{name}` is imported differently in {known[1]} and {module.name}; "
+                    "import it the same way in both"
+                )
+
+    def bundle(self) -> str:
+        entry = self.module(ENTRY)
+        self.enter(ENTRY)
+        for definition in entry.definitions:
+            self.emit(definition)
+        return render(self.target, self.emitted, self.imports, self.future_annotations)
+
+    @property
+    def future_annotations(self) -> bool:
+        return any(self.modules[d.module].future_annotations for d in self.emitted)
+
+
+def same_binding(first: ast.stmt, second: ast.stmt, name: str) -> bool:
+    """Whether two import statements bind `name` to the same thing."""
+    return binding(first, name) == binding(second, name)
+
+
+def binding(statement: ast.stmt, name: str) -> str:
+    for alias in statement.names:  # type: ignore[attr-defined]
+        if (alias.asname or alias.name.split(".")[0]) == name:
+            if isinstance(statement, ast.Import):
+                return alias.name if alias.asname else alias.name.split(".")[0]
+            return f"{statement.module}.{alias.name}"
+    return ""
+
+
+def import_lines(imports: dict[str, tuple[ast.stmt, str]], target: str) -> list[list[str]]:
+    """The import block as isort sorts it: standard library, then third party."""
+    plain: set[str] = set()
+    froms: dict[str, set[str]] = {}
+    for name, (statement, _) in imports.items():
+        for alias in statement.names:  # type: ignore[attr-defined]
+            if (alias.asname or alias.name.split(".")[0]) != name:
+                continue
+            as_part = f" as {alias.asname}" if alias.asname else ""
+            if isinstance(statement, ast.Import):
+                plain.add(f"{alias.name}{as_part}")
+            else:
+                froms.setdefault(statement.module, set()).add(f"{alias.name}{as_part}")
+    if target == "npu":
+        plain.add("torch_npu  # noqa: F401  (the npu device and npugraph_ex)")
+    sections: list[list[str]] = [[], []]
+    for module in sorted(plain, key=lambda text: text.lower()):
+        sections[third_party(module)].append(f"import {module}")
+    for module in sorted(froms, key=str.lower):
+        names = ", ".join(sorted(froms[module], key=isort_key))
+        line = f"from {module} import {names}"
+        if len(line) > LINE_LENGTH:
+            inner = "".join(f"    {n},\n" for n in sorted(froms[module], key=isort_key))
+            line = f"from {module} import (\n{inner})"
+        sections[third_party(module)].append(line)
+    return [section for section in sections if section]
+
+
+def third_party(module: str) -> int:
+    return int(module.split(".")[0].split()[0] not in sys.stdlib_module_names)
+
+
+def isort_key(name: str) -> tuple[int, str]:
+    """isort's order-by-type: CONSTANTS, then Classes, then functions and modules."""
+    bare = name.split(" as ")[0]
+    kind = 0 if bare.isupper() and len(bare) > 1 else 1 if bare[:1].isupper() else 2
+    return kind, bare.lower()
+
+
+def header(target: str) -> str:
+    def version(distribution: str) -> str:
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (
+        '"""Minimal reproducible example: one graph-mode inference step of the model.\n\n'
+        f"Exported by {PROJECT} (python -m {PACKAGE} export) for target {target}.\n"
+        f"Project setup: {SETUP}.\n"
+        f"Versions: Python {platform.python_version()}, torch {version('torch')}, "
+        f"torch_npu {version('torch-npu')}.\n"
+        f'{HOW[target]}\n"""\n'
+    )
+
+
+def render(
+    target: str,
+    definitions: list[Definition],
+    imports: dict[str, tuple[ast.stmt, str]],
+    future_annotations: bool,
+) -> str:
+    blocks = []
+    if future_annotations:
+        blocks.append("from __future__ import annotations\n")
+    if target == "portable":
+        blocks.append(PORTABLE_PRELUDE)
+        # The prelude imports os itself, before torch: isort keeps it there.
+        imports = {name: value for name, value in imports.items() if name != "os"}
+    sections = import_lines(imports, target)
+    blocks.extend("\n".join(section) + "\n" for section in sections)
+    body = "\n\n\n".join(definition.text for definition in definitions) + "\n"
+    # isort leaves one blank line after the imports before a statement, ruff format two before a def.
+    gap = "\n\n" if body.startswith(("def ", "@", "class ")) else "\n"
+    return header(target) + "\n" + "\n".join(blocks) + gap + body
+
+
+def undefined_names(text: str) -> list[str]:
+    """Names the file reads but never binds, at any scope (a small pyflakes, from symtable)."""
+    table = symtable.symtable(text, "<export>", "exec")
+    bound = {
+        symbol.get_name()
+        for symbol in table.get_symbols()
+        if symbol.is_assigned() or symbol.is_imported()
+    }
+    return sorted(global_reads(text) - bound - set(dir(builtins)))
+
+
+def verify(text: str, target: str) -> None:
+    """Raise BundleError unless `text` compiles and every name it reads is defined."""
+    try:
+        compile(text, f"<export --target {target}>", "exec")
+    except SyntaxError as error:
+        raise BundleError(f"the bundled file does not compile: {error}") from error
+    if missing := undefined_names(text):
+        raise BundleError(
+            f"the bundled file would use undefined names: {', '.join(missing)}; "
+            "define or import them at the top of your modules"
+        )
+
+
+def export(target: str) -> str:
+    """The whole MRE file for `target` ("npu" or "portable"), verified."""
+    text = Bundler(target).bundle()
+    verify(text, target)
+    return text
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument("-o", "--output", type=Path, default=Path("mre_export.py"))
+    parser.add_argument("--target", choices=["npu", "portable"], default="npu")
+    arguments = parser.parse_args(argv)
+    try:
+        text = export(arguments.target)
+    except BundleError as error:
+        print(f"export: cannot bundle the MRE: {error}", file=sys.stderr)
+        return 1
+    arguments.output.write_text(text)
+    print(f"wrote {arguments.output} ({arguments.target} target)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

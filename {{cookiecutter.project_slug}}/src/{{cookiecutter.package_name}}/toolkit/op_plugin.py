@@ -1,0 +1,61 @@
+"""Development stand-in for npu::{{ cookiecutter.op_name }} where torch_npu does not have it.
+
+op_plugin_functions.yaml is the single source of truth: the op is defined from its `func`, with
+the plain-torch kernel of op_reference.py, so the Meta function, the model and the compile path
+run on any machine. On an NPU whose torch_npu lacks the op, importing this fails with the steps
+that add it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.resources import files
+
+import torch
+import yaml
+from torch.library import Library
+
+from ..op_reference import reference
+from .backend import npu_status
+
+# The yaml sits beside model.py, in your files, not in this template-maintained folder.
+SCHEMA_FILE = files(__package__.rpartition(".")[0]) / "op_plugin_functions.yaml"
+
+
+def schema() -> str:
+    """The op's `func` from op_plugin_functions.yaml."""
+    (entry,) = yaml.safe_load(SCHEMA_FILE.read_text())["custom"]
+    return entry["func"]
+
+
+def define_if_missing(
+    name: str, func: str, kernel: Callable[..., object], npu_ok: bool
+) -> Library | None:
+    """Define npu::<name> from `func` with `kernel`, unless torch_npu already has it.
+
+    On a usable NPU a missing op means torch_npu was not rebuilt with it: that is an error, with
+    the steps, rather than a silent fallback to the reference kernel.
+    """
+    if hasattr(torch.ops.npu, name):
+        existing = getattr(torch.ops.npu, name).default._schema
+        if existing != torch._C.parse_schema(f"npu::{func}"):
+            raise RuntimeError(
+                f"torch_npu already has an npu::{name} with another schema ({existing}); "
+                "give this op another name in op_plugin_functions.yaml"
+            )
+        return None
+    if npu_ok:
+        raise RuntimeError(
+            f"torch_npu has no npu::{name}. Add the entry of op_plugin_functions.yaml under "
+            "`custom:` in op-plugin's op_plugin_functions.yaml, deploy your Ascend C kernel and "
+            "rebuild torch_npu: README, section 'The op-plugin operator'."
+        )
+    library = Library("npu", "FRAGMENT")
+    library.define(func)
+    library.impl(name, kernel, "CompositeExplicitAutograd")
+    return library
+
+
+OP_NAME = schema().split("(")[0]
+# Kept: the definition lasts as long as its Library object.
+_library = define_if_missing(OP_NAME, schema(), reference, npu_status()[0])

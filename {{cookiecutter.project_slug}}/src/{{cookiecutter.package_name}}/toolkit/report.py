@@ -1,0 +1,81 @@
+{%- set cache = cookiecutter.mode == "cache_compile" -%}
+"""The short report the MRE prints: what ran, where, why, and what the first call compiled."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch._dynamo.utils import counters
+
+from .backend import Backend
+from .contract import describe_tree
+
+
+class NoGraphError(RuntimeError):
+    """The first call compiled no graph: graph mode did not run, so the MRE must not pass."""
+
+
+@dataclass
+class FirstCall:
+    """What the MRE's first call cost and compiled; filled in when the call returns."""
+
+    seconds: float = 0.0
+    graphs: int = 0
+
+
+def synchronize(device: str) -> None:
+    """Wait for queued device work, so that wall-clock time covers it."""
+    if device == "npu":
+        torch.npu.synchronize()
+
+
+@contextmanager
+def first_call(backend: Backend) -> Iterator[FirstCall]:
+    """Time the block and count the graphs Dynamo compiles in it; raise NoGraphError if none.
+
+    On an NPU in cache_compile mode a run that loads the cache compiles no graph: that is fine.
+    """
+    call = FirstCall()
+    graphs_before = counters["stats"]["unique_graphs"]
+    started = time.perf_counter()
+    yield call
+    synchronize(backend.device)
+    call.seconds = time.perf_counter() - started
+    call.graphs = counters["stats"]["unique_graphs"] - graphs_before
+{%- if cache %}
+    loaded_from_cache = backend.is_npugraph_ex
+{%- else %}
+    loaded_from_cache = False
+{%- endif %}
+    if call.graphs == 0 and not loaded_from_cache:
+        raise NoGraphError(
+            f"the first call compiled no graph with {backend.name}: the model ran eagerly, "
+            "so this run says nothing about graph mode"
+        )
+
+
+def print_report(
+    backend: Backend,
+    config: dict[str, object] | None,
+    dummy_input: tuple[Any, ...],
+    output: Any,
+    call: FirstCall,
+) -> None:
+    """Print the report of one MRE run."""
+    compiled = f"{call.graphs} graph{'s' * (call.graphs != 1)}"
+    if call.graphs == 0:
+        compiled = "no graph: loaded from the cache_compile cache"
+    rows = {
+        "backend": f"{backend.name} ({backend.reason})",
+        "options": config if config else "none (only npugraph_ex takes options)",
+        "input": describe_tree(dummy_input),
+        "output": describe_tree(output),
+        "first call": f"{call.seconds:.2f} s, {compiled} (compile and capture included)",
+    }
+    for name, value in rows.items():
+        print(f"{name:<11} {value}")

@@ -1,0 +1,68 @@
+"""check: the sample is ready for graph mode; a graph break is found, located and explained."""
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from {{ cookiecutter.package_name }} import model
+from {{ cookiecutter.package_name }}.toolkit import check
+
+
+def test_the_model_is_ready(capsys):
+    """The project's model has no graph break, and every rung here matches eager: exit 0."""
+    assert check.main([]) == 0
+    report = capsys.readouterr().out
+    assert "rung        aot_eager" in report
+    assert report.splitlines()[-1].startswith("ready for graph mode")
+
+
+class PrintsInForward(nn.Module):
+    def forward(self, x):
+        print("debugging")  # the break check must point here
+        return x * 2
+
+
+def test_a_graph_break_is_listed_with_its_line_and_a_hint(capsys, monkeypatch):
+    """A print() in forward is a break reported at its file:line, with the fix, and exit 1."""
+    monkeypatch.setattr(model, "build_model", PrintsInForward)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(2),))
+    assert check.main(["--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager fails"]
+    source = Path(__file__).read_text().splitlines()
+    line = next(n for n, text in enumerate(source, 1) if "the break check must" in text)
+    assert found["where"].startswith(f"{__file__}:{line}")
+    assert "print()" in found["hint"]
+    assert {rung["name"]: rung["status"] for rung in result["rungs"]}["aot_eager"] == "fail"
+
+
+def test_float_token_ids_get_the_dtype_hint(capsys, monkeypatch):
+    """An embedding fed floats cannot run at all: exit 2, and the hint says token ids are integers."""
+    monkeypatch.setattr(model, "build_model", lambda: nn.Embedding(16, 4))
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.zeros(2, 3),))
+    assert check.main([]) == 2
+    assert "token ids must be integers" in capsys.readouterr().out
+
+
+class CountsCalls(nn.Module):
+    """Dynamo guards on the Python number self.calls, which changes on every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
+
+
+def test_a_recompile_on_the_next_call_is_a_problem(capsys, monkeypatch):
+    """A model that compiles again on its second call is named as recompiling: exit 1."""
+    monkeypatch.setattr(model, "build_model", CountsCalls)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3),))
+    code = check.main(["--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert "aot_eager recompiled" in {finding["what"] for finding in result["findings"]}
