@@ -9,12 +9,12 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from {{ cookiecutter.package_name }} import {{ "meta_registrations" if op_plugin else "custom_op" }}
-from {{ cookiecutter.package_name }}.toolkit.backend import STAND_IN
 {%- if op_plugin %}
 from {{ cookiecutter.package_name }}.op_reference import reference
 {%- else %}
 from {{ cookiecutter.package_name }}.custom_op import reference
 {%- endif %}
+from {{ cookiecutter.package_name }}.toolkit.backend import STAND_IN
 
 OP = torch.ops.{{ cookiecutter.__op_ns }}.{{ cookiecutter.__op }}
 {%- if op_plugin %}

@@ -22,7 +22,9 @@ CACHE_DIR = {{ cookiecutter.cache_dir | tojson }}
 log = logging.getLogger(__name__)
 
 
-def cache_compile(method: Callable[..., Any], *, dynamic: bool, cache_dir: str) -> Callable[..., Any]:
+def cache_compile(
+    method: Callable[..., Any], *, dynamic: bool, cache_dir: str
+) -> Callable[..., Any]:
     """torch.npu.npugraph_ex.inference.cache_compile on a usable NPU, the stand-in elsewhere.
 
     On an NPU the first run compiles and writes the cache under `cache_dir`, later starts load it

@@ -23,7 +23,9 @@ import ast
 import builtins
 import importlib.metadata
 import importlib.util
+import json
 import platform
+import re
 import symtable
 import sys
 from dataclasses import dataclass, field
@@ -235,10 +237,12 @@ def load(name: str, target: str) -> Module:
 def inline_calls(module: str, statement: str) -> str:
     """Replace calls that read this project's files by their values, so the file stands alone."""
 {%- if cookiecutter.custom_op != "none" and cookiecutter.op_registration == "op_plugin" %}
-    if module == f"{TOOLKIT}.op_plugin" and "schema()" in statement:
+    if module == f"{TOOLKIT}.op_plugin":
         from .op_plugin import schema
 
-        statement = statement.replace("schema()", repr(schema()))
+        # Calls only, not the definition: the yaml's func becomes a string in the file.
+        literal = json.dumps(schema()).replace("\\", "\\\\")
+        statement = re.sub(r"(?<!def )\bschema\(\)", literal, statement)
 {%- endif %}
     return statement
 
@@ -274,6 +278,8 @@ class Bundler:
         module = self.module(name)
         self.check_module_names_unused(module)
         for definition in module.definitions:
+            if name.startswith(f"{TOOLKIT}.") and not side_effect(definition):
+                continue  # the rest of a toolkit module travels only where it is needed
             self.emit(definition)
 
     def check_module_names_unused(self, module: Module) -> None:
@@ -346,6 +352,11 @@ class Bundler:
     @property
     def future_annotations(self) -> bool:
         return any(self.modules[d.module].future_annotations for d in self.emitted)
+
+
+def side_effect(definition: Definition) -> bool:
+    """A toolkit module's statements that run for their effect: bare calls and `_private = ...`."""
+    return all(name.startswith("_") for name in definition.binds)
 
 
 def same_binding(first: ast.stmt, second: ast.stmt, name: str) -> bool:

@@ -56,6 +56,7 @@ def define_if_missing(
     return library
 
 
-OP_NAME = schema().split("(")[0]
+FUNC = schema()
+OP_NAME = FUNC.split("(")[0]
 # Kept: the definition lasts as long as its Library object.
-_library = define_if_missing(OP_NAME, schema(), reference, npu_status()[0])
+_library = define_if_missing(OP_NAME, FUNC, reference, npu_status()[0])
