@@ -3,6 +3,7 @@
 import sys
 
 import pytest
+import torch
 
 from {{ cookiecutter.package_name }}.toolkit import backend
 
@@ -89,3 +90,93 @@ def test_probe_points_at_cann_when_torch_npu_cannot_load(tmp_path, monkeypatch):
     assert not npu_ok
     assert "CANN is not sourced (libhccl.so: cannot open shared object file" in why
     assert "set_env.sh" in why
+
+
+# SoC names as torch.npu.get_device_name(0) returns them (torch_npu's NpuVariables.cpp).
+CAPTURING_SOCS = [
+    "Ascend910B1", "Ascend910B2", "Ascend910B2C", "Ascend910B3", "Ascend910B4", "Ascend910B4-1",
+    "Ascend910_9391", "Ascend910_9392", "Ascend910_9381", "Ascend910_9382", "Ascend910_9372",
+    "Ascend910_9362", "Ascend950PR_9599", "Ascend910_9579",
+]  # fmt: skip
+REFUSED_SOCS = [
+    "Ascend910A", "Ascend910ProA", "Ascend910PremiumA", "Ascend910ProB", "Ascend910B",
+    "Ascend310P1", "Ascend310P3", "Ascend310P7", "Ascend310B1", "Ascend310B4", "Ascend310",
+    "Ascend910B9", "Ascend910B10", "Ascend920A", "SomeFutureSoC", "",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("soc", CAPTURING_SOCS)
+def test_atlas_a2_a3_and_950_capture(soc):
+    """Atlas A2 (Ascend910B1..B4 and variants), A3 (Ascend910_93xx) and Ascend 950 capture."""
+    assert backend.can_capture(soc)
+
+
+@pytest.mark.parametrize("soc", REFUSED_SOCS)
+def test_every_other_soc_is_refused(soc):
+    """First-generation 910 (exact Ascend910B too), 310P, 310B and unknown names do not capture."""
+    assert not backend.can_capture(soc)
+
+
+@pytest.mark.parametrize("soc", ["Ascend910B", "Ascend310P3", "SomeFutureSoC"])
+def test_refused_soc_falls_back_naming_it(soc, tmp_path, monkeypatch):
+    """On a refused SoC the probe falls back, and its reason names the SoC and what captures."""
+    fake = tmp_path / "torch_npu"
+    fake.mkdir()
+    # Like the real torch_npu, it makes itself torch.npu; monkeypatch removes that afterwards.
+    (fake / "__init__.py").write_text(
+        "import sys, torch\n"
+        "__version__ = '2.13.0'\n"
+        "def is_available(): return True\n"
+        f"def get_device_name(index=0): return {soc!r}\n"
+        "torch.npu = sys.modules[__name__]\n"
+    )
+    monkeypatch.setattr(torch, "npu", None, raising=False)
+    monkeypatch.syspath_prepend(tmp_path)
+    monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
+    npu_ok, why = backend.probe_npu()
+    assert not npu_ok
+    assert why.startswith(f"{soc} ")
+    assert "Atlas A2" in why
+
+
+# The first lines of the bare Exceptions torch_npu's import raises on a half-sourced CANN
+# (torch_npu 2.13.0 _init/registry/registry_manager.py, _cann_package_check()).
+HALF_SOURCED = {
+    "ASCEND_HOME_PATH : /opt/gone does not exist. Please run 'source set_env.sh' in the CANN "
+    "installation path.": ("ASCEND_HOME_PATH=/opt/gone does not exist", "unset ASCEND_HOME_PATH"),
+    "ASCEND_OPP_PATH environment variable is not set. Please check whether the opp package has "
+    "been installed. If exist, please run 'source set_env.sh' in the CANN installation path.": (
+        "ASCEND_OPP_PATH is not set",
+        "set_env.sh",
+    ),
+    "ASCEND_OPP_PATH : /opt/cann/opp does not exist. Please check whether the opp package has "
+    "been installed.": ("ASCEND_OPP_PATH=/opt/cann/opp does not exist", "opp package"),
+    "ASCEND_RUNTIME_PATH : /opt/cann/runtime does not exist. Please check whether the runtime "
+    "package has been installed.": ("ASCEND_HOME_PATH has no runtime/", "runtime package"),
+    "ASCEND_COMPILER_PATH : /opt/cann/compiler does not exist. Please check whether the compiler "
+    "package has been installed.": ("ASCEND_HOME_PATH has no compiler/", "compiler package"),
+}
+
+
+@pytest.mark.parametrize("message", HALF_SOURCED)
+def test_half_sourced_cann_names_the_variable_and_fix(message):
+    """Each bare-Exception text becomes one line naming the variable's state and the fix."""
+    state, fix = HALF_SOURCED[message]
+    error = Exception(f"{message}\n[ERROR] (PID:1, Device:-1, RankID:-1) ERR00008 PTA")
+    line = backend.import_failure(error)
+    assert line.startswith(f"CANN is half-sourced: {state}")
+    assert fix in line
+    assert "\n" not in line
+
+
+def test_probe_falls_back_on_a_bare_exception(tmp_path, monkeypatch):
+    """A torch_npu whose import raises a bare Exception is a fallback with the reason, not a crash."""
+    fake = tmp_path / "torch_npu"
+    fake.mkdir()
+    message = next(iter(HALF_SOURCED))
+    (fake / "__init__.py").write_text(f"raise Exception({message!r})\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
+    npu_ok, why = backend.probe_npu()
+    assert not npu_ok
+    assert why.startswith("CANN is half-sourced: ASCEND_HOME_PATH=/opt/gone does not exist")

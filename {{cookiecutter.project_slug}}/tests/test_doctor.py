@@ -59,12 +59,10 @@ def test_json_carries_every_check(capsys):
         assert set(check) == {"name", "status", "detail", "fix", "blocking"}
 
 
-def test_torch_npu_that_cannot_load_points_at_cann(capsys, tmp_path, monkeypatch):
-    """A torch_npu failing on libhccl.so is a FAIL naming CANN, set_env.sh and the autoload trap."""
+def install_torch_npu(tmp_path, monkeypatch, init: str) -> None:
+    """Put a stand-in torch_npu with this __init__.py, and metadata matching torch, on the path."""
     (tmp_path / "torch_npu").mkdir()
-    (tmp_path / "torch_npu" / "__init__.py").write_text(
-        'raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")\n'
-    )
+    (tmp_path / "torch_npu" / "__init__.py").write_text(init)
     metadata = tmp_path / "torch_npu-9.9.9.dist-info"
     metadata.mkdir()
     torch_version = doctor.base_version(doctor.installed_version("torch"))
@@ -75,6 +73,15 @@ def test_torch_npu_that_cannot_load_points_at_cann(capsys, tmp_path, monkeypatch
     monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
     # Probe afresh: npu_status() remembers this process's real torch_npu, if it has one.
     monkeypatch.setattr(backend, "npu_status", backend.probe_npu)
+
+
+def test_torch_npu_that_cannot_load_points_at_cann(capsys, tmp_path, monkeypatch):
+    """A torch_npu failing on libhccl.so is a FAIL naming CANN, set_env.sh and the autoload trap."""
+    install_torch_npu(
+        tmp_path,
+        monkeypatch,
+        'raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")\n',
+    )
     code, report = run(capsys)
     assert code == 1
     torch_npu = line_of(report, "torch_npu")
@@ -82,6 +89,65 @@ def test_torch_npu_that_cannot_load_points_at_cann(capsys, tmp_path, monkeypatch
     assert "libhccl.so: cannot open shared object file" in torch_npu
     assert "set_env.sh" in torch_npu
     assert "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in torch_npu
+
+
+# torch_npu's own check of a half-sourced CANN at import (2.13.0 registry_manager.py), reduced.
+CANN_PACKAGE_CHECK = """\
+import os
+home = os.environ["ASCEND_HOME_PATH"]
+if not os.path.exists(home):
+    raise Exception(f"ASCEND_HOME_PATH : {home} does not exist. Please run 'source set_env.sh' in the CANN installation path.")
+if "ASCEND_OPP_PATH" not in os.environ:
+    raise Exception("ASCEND_OPP_PATH environment variable is not set. Please check whether the opp package has been installed.")
+if not os.path.exists(os.path.join(home, "runtime")):
+    raise Exception(f"ASCEND_RUNTIME_PATH : {os.path.join(home, 'runtime')} does not exist. Please check whether the runtime package has been installed.")
+"""
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        ("home-missing", "ASCEND_HOME_PATH={home} does not exist"),
+        ("opp-unset", "ASCEND_OPP_PATH is not set"),
+        ("no-runtime", "ASCEND_HOME_PATH has no runtime/"),
+    ],
+)
+def test_half_sourced_cann_fails_with_the_fix(capsys, tmp_path, monkeypatch, state, expected):
+    """A torch_npu import that raises a bare Exception is a FAIL naming the variable and the fix."""
+    install_torch_npu(tmp_path, monkeypatch, CANN_PACKAGE_CHECK)
+    home = tmp_path / ("missing" if state == "home-missing" else "cann")
+    if state != "home-missing":
+        (home / "opp").mkdir(parents=True)
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(home))
+    if state == "opp-unset":
+        monkeypatch.delenv("ASCEND_OPP_PATH", raising=False)
+    else:
+        monkeypatch.setenv("ASCEND_OPP_PATH", str(home / "opp"))
+    code, report = run(capsys)
+    assert code == 1
+    line, fix = line_of(report, "torch_npu").splitlines()
+    status, _, detail = line.split(maxsplit=2)
+    assert status == "FAIL"
+    reason = expected.format(home=home)
+    assert detail.startswith(f"installed but unusable: CANN is half-sourced: {reason}")
+    assert fix.split()[0] == "fix:"
+    assert "set_env.sh" in fix
+
+
+def test_cann_home_without_opp_or_runtime_fails(capsys, tmp_path, monkeypatch):
+    """With torch_npu installed, ASCEND_HOME_PATH without ASCEND_OPP_PATH or runtime/ FAILs."""
+    install_torch_npu(tmp_path, monkeypatch, CANN_PACKAGE_CHECK)
+    home = tmp_path / "cann"
+    (home / "compiler").mkdir(parents=True)
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(home))
+    monkeypatch.delenv("ASCEND_OPP_PATH", raising=False)
+    _, report = run(capsys)
+    line, fix = line_of(report, "ASCEND_OPP_PATH").splitlines()
+    assert line.split()[0] == "FAIL"
+    assert fix.split()[:3] == ["fix:", "source", "<CANN>/set_env.sh,"]
+    line, fix = line_of(report, "cann-packages").splitlines()
+    assert line.split(maxsplit=2)[::2] == ["FAIL", f"ASCEND_HOME_PATH={home} has no runtime/"]
+    assert fix.split()[:5] == ["fix:", "install", "CANN's", "runtime", "package"]
 
 
 def test_cann_variable_pointing_nowhere_fails_with_fix(capsys, tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ import functools
 import importlib
 import importlib.util
 import os
+import re
 from dataclasses import dataclass
 
 import torch
@@ -20,9 +21,10 @@ BACKEND_ENV = "NPUGRAPH_BACKEND"
 """Set to a torch.compile backend name (npugraph_ex, aot_eager, eager, inductor, ...) to force it."""
 
 STAND_IN = "aot_eager"
-# SoCs that cannot capture aclgraphs: torch_npu's own npugraph_ex tests skip the first Ascend 910
-# generation (these names are whole: Ascend910B1..B4 are A2 parts that can), and vllm-ascend
-# turns npugraph_ex off on every 310P.
+# SoCs known not to capture aclgraphs, named in the fallback reason (can_capture() is an allowlist:
+# a name in neither list is refused too). First-generation Ascend 910, including the exact name
+# "Ascend910B" (not an Atlas A2 part), and every 310P (vllm-ascend turns npugraph_ex off there)
+# and 310B (not in TorchAir's product list).
 NO_CAPTURE_SOCS = (
     "Ascend910A",
     "Ascend910ProA",
@@ -30,21 +32,85 @@ NO_CAPTURE_SOCS = (
     "Ascend910ProB",
     "Ascend910B",
 )
-NO_CAPTURE_PREFIXES = ("Ascend310P",)
+NO_CAPTURE_PREFIXES = ("Ascend310P", "Ascend310B")
+CAPTURE_SOCS = "Atlas A2 (Ascend910B1-B4), Atlas A3 (Ascend910_93xx) or Ascend 950"
 CANN_HINT = "source the CANN set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh)"
+ACLOP_CAPTURE_ERROR = "Cannot run aclop operators during NPU graph capture"
+ACLOP_CAPTURE_HINT = (
+    f'if a capture fails with "{ACLOP_CAPTURE_ERROR}", set '
+    "torch.npu.config.allow_internal_format = False before compiling; if it still fails, that "
+    "operator has no aclnn implementation and cannot be captured"
+)
+"""torch_npu's own advice for its aclop capture error (NPUGraphsUtils.h), for tools that see it."""
 
 
 def can_capture(soc: str) -> bool:
-    """Whether this SoC can capture aclgraphs, as npugraph_ex needs."""
-    return soc not in NO_CAPTURE_SOCS and not soc.startswith(NO_CAPTURE_PREFIXES)
+    """Whether this SoC (torch.npu.get_device_name) is one npugraph_ex captures aclgraphs on."""
+    # An allowlist, from TorchAir's product list: Atlas A2 is Ascend910B1..B4 with variants such
+    # as Ascend910B2C and Ascend910B4-1, Atlas A3 is Ascend910_93xx, then Ascend950xx and
+    # Ascend910_95xx. torch_npu's aclgraph tests skip unless the name starts with "Ascend910B" or
+    # "Ascend910_93", but that prefix also admits the first-generation "Ascend910B".
+    a2 = soc[:11] in {"Ascend910B1", "Ascend910B2", "Ascend910B3", "Ascend910B4"}
+    if a2 and not soc[11:12].isdigit():
+        return True
+    return soc.startswith(("Ascend910_93", "Ascend910_95", "Ascend950"))
+
+
+def capture_refusal(soc: str) -> str:
+    """Why a SoC that can_capture() refuses falls back, naming it and what npugraph_ex needs."""
+    if soc in NO_CAPTURE_SOCS or soc.startswith(NO_CAPTURE_PREFIXES):
+        return f"{soc} cannot capture aclgraphs (npugraph_ex needs {CAPTURE_SOCS})"
+    return f"{soc} is not a SoC known to capture aclgraphs (npugraph_ex needs {CAPTURE_SOCS})"
+
+
+# torch_npu's import checks a half-sourced CANN itself and raises a bare Exception (torch_npu
+# 2.13.0 / 2.14.0 _init/registry/registry_manager.py _cann_package_check(); 2.12.0.post3
+# utils/npu_intercept.py): each message's first line, what it means, and the fix.
+SET_ENV_OF_FULL_CANN = "source the set_env.sh of a complete CANN install"
+CANN_STATES = (
+    (
+        r"ASCEND_HOME_PATH : (.*) does not exist",
+        "ASCEND_HOME_PATH={} does not exist",
+        f"{CANN_HINT}, or unset ASCEND_HOME_PATH",
+    ),
+    (
+        r"ASCEND_OPP_PATH environment variable is not set",
+        "ASCEND_OPP_PATH is not set, though ASCEND_HOME_PATH is",
+        f"{CANN_HINT}: it sets both",
+    ),
+    (
+        r"ASCEND_OPP_PATH : (.*) does not exist",
+        "ASCEND_OPP_PATH={} does not exist",
+        f"install CANN's opp package, or {SET_ENV_OF_FULL_CANN}",
+    ),
+    (
+        r"ASCEND_RUNTIME_PATH : (.*) does not exist",
+        "ASCEND_HOME_PATH has no runtime/ ({} is missing)",
+        f"install CANN's runtime package there, or {SET_ENV_OF_FULL_CANN}",
+    ),
+    (
+        r"ASCEND_COMPILER_PATH : (.*) does not exist",
+        "ASCEND_HOME_PATH has no compiler/ ({} is missing)",
+        f"install CANN's compiler package there, or {SET_ENV_OF_FULL_CANN}",
+    ),
+)
+
+
+def import_diagnosis(error: BaseException) -> tuple[str, str]:
+    """Why torch_npu failed to import, and the fix: the two halves of import_failure()."""
+    first_line = (str(error).splitlines() or [type(error).__name__])[0]
+    for pattern, state, fix in CANN_STATES:
+        if match := re.match(pattern, first_line):
+            return f"CANN is half-sourced: {state.format(*match.groups())}", fix
+    if "libhccl" in first_line or "libascend" in first_line or "ASCEND" in first_line:
+        return f"CANN is not sourced ({first_line})", CANN_HINT
+    what = f"torch_npu failed to import ({type(error).__name__}: {first_line})"
+    return what, "run `python -c 'import torch_npu'` for the traceback"
 
 
 def import_failure(error: BaseException) -> str:
     """Why torch_npu failed to import, in one line with the fix."""
-    first_line = (str(error).splitlines() or [type(error).__name__])[0]
-    if "libhccl" in first_line or "libascend" in first_line or "ASCEND" in first_line:
-        return f"CANN is not sourced ({first_line}); {CANN_HINT}"
-    return f"torch_npu failed to import ({first_line})"
+    return "; ".join(import_diagnosis(error))
 
 
 # npugraph_ex options. Only names that every torch_npu release with npugraph_ex accepts: an unknown
@@ -56,7 +122,9 @@ NPUGRAPH_EX_OPTIONS: dict[str, object] = {
     "clone_output": True,
     # Copy each call's inputs into the graph's static input buffers (the default).
     "clone_input": True,
-    # Captures per FX graph before falling back to eager (with dynamic=False, one per input shape).
+    # aclgraphs per FX graph before that graph falls back to eager. With dynamic=False each FX graph
+    # holds exactly one, so this never triggers: a new input shape is a Dynamo recompile instead,
+    # bounded by torch._dynamo.config.recompile_limit (8).
     "capture_limit": 64,
     # True runs the optimized FX graph without capture: step 2 of npugraph_ex fault isolation.
     "force_eager": False,
@@ -87,13 +155,13 @@ def probe_npu() -> tuple[bool, str]:
         return False, "torch_npu is not installed"
     try:
         importlib.import_module("torch_npu")
-    except (ImportError, OSError, RuntimeError) as error:
+    except Exception as error:  # noqa: BLE001  (a half-sourced CANN raises a bare Exception)
         return False, import_failure(error)
     if not torch.npu.is_available():
         return False, "torch_npu sees no NPU (check npu-smi info and ASCEND_RT_VISIBLE_DEVICES)"
     soc = torch.npu.get_device_name(0)
     if not can_capture(soc):
-        return False, f"{soc} cannot capture aclgraphs"
+        return False, capture_refusal(soc)
     return True, f"{soc}, torch_npu {importlib.import_module('torch_npu').__version__}"
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 PINNED_TORCH_NPU = "{{ cookiecutter.torch_npu_version }}"
 CANN_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
+CANN_PARTS = ("runtime", "compiler")
 SET_ENV_SCRIPTS = (
     "/usr/local/Ascend/ascend-toolkit/set_env.sh",
     "/usr/local/Ascend/cann/set_env.sh",  # the CANN 9.1 layout
@@ -109,11 +110,12 @@ def check_torch_npu() -> list[Check]:
         ]
     try:
         torch_npu = importlib.import_module("torch_npu")
-    except (ImportError, OSError, RuntimeError) as error:
-        from .backend import import_failure
+    except Exception as error:  # noqa: BLE001  (a half-sourced CANN raises a bare Exception)
+        from .backend import import_diagnosis
 
-        fix = "meanwhile `import torch` elsewhere fails unless TORCH_DEVICE_BACKEND_AUTOLOAD=0"
-        return [Check("torch_npu", "FAIL", f"installed but unusable: {import_failure(error)}", fix)]
+        what, fix = import_diagnosis(error)
+        fix += "; meanwhile `import torch` elsewhere fails unless TORCH_DEVICE_BACKEND_AUTOLOAD=0"
+        return [Check("torch_npu", "FAIL", f"installed but unusable: {what}", fix)]
     import torch
 
     checks = [Check("torch_npu", "OK", f"torch_npu {torch_npu.__version__} imports")]
@@ -122,12 +124,14 @@ def check_torch_npu() -> list[Check]:
         fix = "check `npu-smi info`, the driver, and ASCEND_RT_VISIBLE_DEVICES"
         return [*checks, Check("npu", "FAIL", "no NPU visible", fix)]
     soc = torch.npu.get_device_name(0)
-    from .backend import can_capture
+    from .backend import ACLOP_CAPTURE_HINT, CAPTURE_SOCS, can_capture, capture_refusal
 
     if not can_capture(soc):
-        detail = f"{count} x {soc}, which cannot capture aclgraphs"
-        return [*checks, Check("npu", "WARN", detail, "npugraph_ex needs Atlas A2/A3 or newer")]
-    return [*checks, Check("npu", "OK", f"{count} x {soc}, aclgraph capture supported")]
+        fix = f"run graph mode on {CAPTURE_SOCS}"
+        return [*checks, Check("npu", "WARN", f"{count} x {capture_refusal(soc)}", fix)]
+    # The one capture failure torch_npu gives a fix for: say it where a capture will run.
+    detail = f"{count} x {soc}, aclgraph capture supported; {ACLOP_CAPTURE_HINT}"
+    return [*checks, Check("npu", "OK", detail)]
 
 
 def check_cann() -> list[Check]:
@@ -140,12 +144,26 @@ def check_cann() -> list[Check]:
             checks.append(Check(variable, "FAIL", detail, f"{SOURCE_CANN}, or unset {variable}"))
         elif value:
             checks.append(Check(variable, "OK", value))
+        elif needed and os.environ.get("ASCEND_HOME_PATH"):
+            # torch_npu's import refuses ASCEND_HOME_PATH without ASCEND_OPP_PATH.
+            detail = "not set, though ASCEND_HOME_PATH is (CANN half-sourced)"
+            checks.append(Check(variable, "FAIL", detail, f"{SOURCE_CANN}: it sets both"))
         else:
             status = "WARN" if needed else "OK"
             checks.append(
                 Check(variable, status, "not set (CANN not sourced)", SOURCE_CANN if needed else "")
             )
     home = os.environ.get("ASCEND_HOME_PATH")
+    if needed and home and Path(home).is_dir():
+        # torch_npu's import also refuses an ASCEND_HOME_PATH without these packages.
+        missing = [part for part in CANN_PARTS if not (Path(home) / part).exists()]
+        if missing:
+            detail = f"ASCEND_HOME_PATH={home} has no {', '.join(f'{part}/' for part in missing)}"
+            packages = " and ".join(missing)
+            fix = f"install CANN's {packages} package there, or {SOURCE_CANN} of a full CANN"
+            checks.append(Check("cann-packages", "FAIL", detail, fix))
+        else:
+            checks.append(Check("cann-packages", "OK", f"{', '.join(CANN_PARTS)} in {home}"))
     candidates = [*SET_ENV_SCRIPTS, *([str(Path(home).parent / "set_env.sh")] if home else [])]
     found = [script for script in candidates if Path(script).is_file()]
     if found:

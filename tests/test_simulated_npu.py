@@ -1,0 +1,223 @@
+"""Baked projects on simulated Ascend machines: stand-in torch_npu packages copied from the real one.
+
+The stand-ins are data in tests/simulated_torch_npu/; each file cites the torch_npu source it
+copies, so that a new torch_npu release can be checked against it.
+- half_sourced: `import torch_npu` raises the bare Exception of a half-sourced CANN.
+- healthy: imports, makes itself torch.npu, and reports one NPU named $SIMULATED_NPU_SOC; it also
+  has the npugraph_ex module whose warning every frozen_parameter compile emits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import bake, package_of, run_in
+
+STAND_INS = Path(__file__).resolve().parent / "simulated_torch_npu"
+HALF_SOURCED = STAND_INS / "half_sourced"
+HEALTHY = STAND_INS / "healthy"
+
+
+def run_tool(project: Path, tool: str, *arguments: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run one of the project's commands (mre, doctor, ...) as its user would."""
+    return run_in(project, "-m", f"{package_of(project)}.{tool}", *arguments, **env)
+
+
+def with_stand_in(project: Path, stand_in: Path) -> str:
+    """A PYTHONPATH with the project's sources and a stand-in torch_npu "installed"."""
+    return os.pathsep.join([str(project / "src"), str(stand_in)])
+
+
+# A half-sourced CANN: (folders that exist in the CANN root, or None for no root at all; whether
+# ASCEND_OPP_PATH is set to <root>/opp; what the reason says).
+CANN_STATES = {
+    "home-missing": (None, True, "ASCEND_HOME_PATH={root} does not exist"),
+    "opp-unset": ((), False, "ASCEND_OPP_PATH is not set"),
+    "opp-missing": ((), True, "ASCEND_OPP_PATH={root}/opp does not exist"),
+    "no-runtime": (("opp", "compiler"), True, "ASCEND_HOME_PATH has no runtime/"),
+    "no-compiler": (("opp", "runtime"), True, "ASCEND_HOME_PATH has no compiler/"),
+}
+
+
+@pytest.fixture(params=CANN_STATES)
+def half_sourced_cann(request, tmp_path, monkeypatch) -> tuple[dict[str, str], str]:
+    """The environment of one half-sourced CANN, and the state its reason must name."""
+    folders, opp_set, state = CANN_STATES[request.param]
+    root = tmp_path / "Ascend" / "cann"
+    for folder in folders or ():
+        (root / folder).mkdir(parents=True)
+    if folders is not None:
+        root.mkdir(parents=True, exist_ok=True)
+    env = {"ASCEND_HOME_PATH": str(root)}
+    if opp_set:
+        env["ASCEND_OPP_PATH"] = str(root / "opp")
+    else:
+        monkeypatch.delenv("ASCEND_OPP_PATH", raising=False)  # run_in passes os.environ on
+    return env, state.format(root=root)
+
+
+def test_half_sourced_cann_mre_falls_back_with_the_reason(baked, half_sourced_cann):
+    """The MRE runs on the stand-in and its reason names the CANN variable and the fix."""
+    env, state = half_sourced_cann
+    project = baked()
+    result = run_tool(project, "mre", PYTHONPATH=with_stand_in(project, HALF_SOURCED), **env)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    (backend_line,) = (line for line in result.stdout.splitlines() if line.startswith("backend"))
+    assert "aot_eager" in backend_line
+    assert f"CANN is half-sourced: {state}" in backend_line
+    assert "set_env.sh" in backend_line
+
+
+def test_half_sourced_cann_doctor_fails_with_the_fix(baked, half_sourced_cann):
+    """The doctor's torch_npu check FAILs naming the CANN state, with a fix; exit 1, no traceback."""
+    env, state = half_sourced_cann
+    project = baked()
+    result = run_tool(project, "doctor", "--json", PYTHONPATH=with_stand_in(project, HALF_SOURCED), **env)
+    assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert (result.returncode, report["verdict"]) == (1, 1)
+    (check,) = (check for check in report["checks"] if check["name"] == "torch_npu")
+    assert check["status"] == "FAIL"
+    assert f"CANN is half-sourced: {state}" in check["detail"]
+    assert "set_env.sh" in check["fix"]
+
+
+# SoC names as torch.npu.get_device_name(0) returns them (torch_npu's NpuVariables.cpp).
+CAPTURING_SOCS = [
+    "Ascend910B1", "Ascend910B2", "Ascend910B2C", "Ascend910B3", "Ascend910B4", "Ascend910B4-1",
+    "Ascend910_9391", "Ascend910_9392", "Ascend910_9381", "Ascend910_9382", "Ascend910_9372",
+    "Ascend910_9362", "Ascend950PR_9599", "Ascend910_9579",
+]  # fmt: skip
+REFUSED_SOCS = [
+    "Ascend910A", "Ascend910ProA", "Ascend910PremiumA", "Ascend910ProB", "Ascend910B",
+    "Ascend310P1", "Ascend310P3", "Ascend310P5", "Ascend310P7", "Ascend310B1", "Ascend310B4",
+    "Ascend910B9", "SomeFutureSoC",
+]  # fmt: skip
+
+# One process for every name: swap the stand-in's SoC, forget the cached probe, choose again.
+SOC_VERDICTS = """\
+import json, sys
+from {package} import backend
+import torch_npu.npu
+verdicts = {{}}
+for soc in sys.argv[1:]:
+    torch_npu.npu.SOC = soc
+    backend.npu_status.cache_clear()
+    chosen = backend.select_backend()
+    verdicts[soc] = [chosen.name, chosen.device, chosen.reason]
+print(json.dumps(verdicts))
+"""
+
+
+@pytest.fixture(scope="module")
+def soc_verdicts(baked) -> dict[str, list[str]]:
+    """select_backend()'s (name, device, reason) on a healthy torch_npu, for each SoC name."""
+    project = baked()
+    script = SOC_VERDICTS.format(package=package_of(project))
+    names = [*CAPTURING_SOCS, *REFUSED_SOCS]
+    result = run_in(project, "-c", script, *names, PYTHONPATH=with_stand_in(project, HEALTHY))
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("soc", CAPTURING_SOCS)
+def test_capturing_soc_chooses_npugraph_ex(soc_verdicts, soc):
+    """Atlas A2 (Ascend910B1..B4 and variants), A3 and Ascend 950 get npugraph_ex on the NPU."""
+    name, device, reason = soc_verdicts[soc]
+    assert (name, device) == ("npugraph_ex", "npu")
+    assert soc in reason
+
+
+@pytest.mark.parametrize("soc", REFUSED_SOCS)
+def test_other_soc_falls_back_naming_it(soc_verdicts, soc):
+    """First-generation 910 (exact Ascend910B too), 310P, 310B and unknown SoCs get the stand-in."""
+    name, device, reason = soc_verdicts[soc]
+    assert (name, device) == ("aot_eager", "cpu")
+    assert f"({soc} " in reason
+
+
+def test_refused_soc_mre_runs_on_cpu(baked):
+    """On an Ascend910B (first generation) the MRE runs the stand-in on the CPU and says why."""
+    project = baked()
+    env = {"PYTHONPATH": with_stand_in(project, HEALTHY), "SIMULATED_NPU_SOC": "Ascend910B"}
+    result = run_tool(project, "mre", **env)
+    assert result.returncode == 0, result.stderr
+    assert "Ascend910B cannot capture aclgraphs" in result.stdout
+    assert re.search(r"^input .* on cpu$", result.stdout, re.MULTILINE)
+
+
+def test_capturing_soc_doctor_passes_with_the_aclop_hint(baked):
+    """On an Ascend910B2C the doctor exits 0, and its npu line carries torch_npu's aclop advice."""
+    project = baked()
+    env = {"PYTHONPATH": with_stand_in(project, HEALTHY), "SIMULATED_NPU_SOC": "Ascend910B2C"}
+    result = run_tool(project, "doctor", "--json", **env)
+    report = json.loads(result.stdout)
+    assert (result.returncode, report["verdict"]) == (0, 0), result.stdout
+    (check,) = (check for check in report["checks"] if check["name"] == "npu")
+    assert check["status"] == "OK"
+    assert "allow_internal_format = False" in check["detail"]
+
+
+FROZEN_PARAMETER_WARNING = "When enable frozen_parameter, Parameters and input tensors"
+# Dropped into a baked project: the same warning text, once from npugraph_ex's module (the
+# stand-in's copy) and once from the project's own code, each inside a compile as on an NPU.
+WARNING_TESTS = f'''\
+"""One warning from npugraph_ex and one from this project, each raised inside a compile."""
+
+import warnings
+
+import torch
+from torch._dynamo.backends.registry import lookup_backend
+from torch_npu.dynamo.npugraph_ex._acl_concrete_graph import fx2acl_converter
+
+
+def compile_and_run(warn):
+    def backend(graph, example_inputs):
+        warn()
+        return lookup_backend("aot_eager")(graph, example_inputs)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: x.sin() + 1, backend=backend, fullgraph=True, dynamic=False)
+    return compiled(torch.ones(3))
+
+
+def test_upstream_warning():
+    compile_and_run(lambda: fx2acl_converter.normalize_config({{"frozen_parameter": True}}))
+
+
+def test_project_warning():
+    compile_and_run(lambda: warnings.warn("{FROZEN_PARAMETER_WARNING} ...", stacklevel=1))
+'''
+
+
+@pytest.fixture(scope="module")
+def warning_run(tmp_path_factory) -> str:
+    """The baked project's pytest (its own config) run on WARNING_TESTS: its verbose output."""
+    project = bake(tmp_path_factory.mktemp("warnings"))  # its own bake: a file is added to it
+    (project / "tests" / "test_simulated_warnings.py").write_text(WARNING_TESTS)
+    # A 310P: torch_npu and npugraph_ex import, but the suite's MRE falls back to the CPU.
+    env = {"PYTHONPATH": with_stand_in(project, HEALTHY), "SIMULATED_NPU_SOC": "Ascend310P3"}
+    command = ["-m", "pytest", "-v", "-p", "no:cacheprovider", "tests/test_simulated_warnings.py"]
+    result = run_in(project, *command, **env)
+    assert result.returncode in {0, 1}, result.stdout + result.stderr  # tests ran, none crashed
+    return result.stdout
+
+
+def test_npugraph_ex_warning_inside_a_compile_passes_and_is_shown(warning_run):
+    """The frozen_parameter warning from npugraph_ex's module passes, shown in the summary."""
+    assert re.search(r"::test_upstream_warning PASSED", warning_run), warning_run
+    summary = warning_run.split("warnings summary")[1]
+    assert "fx2acl_converter.py" in summary
+    assert FROZEN_PARAMETER_WARNING in summary
+
+
+def test_project_warning_inside_a_compile_still_fails(warning_run):
+    """The same text warned from the project's own code is an error: the compile fails."""
+    assert re.search(r"::test_project_warning FAILED", warning_run), warning_run
+    assert "BackendCompilerFailed" in warning_run
