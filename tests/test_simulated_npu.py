@@ -24,8 +24,10 @@ HEALTHY = STAND_INS / "healthy"
 
 
 def run_tool(project: Path, tool: str, *arguments: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run one of the project's commands (mre, doctor, ...) as its user would."""
-    return run_in(project, "-m", f"{package_of(project)}.{tool}", *arguments, **env)
+    """Run the MRE (`python -m <package>.mre`) or a command (`python -m <package> doctor`) as its user would."""
+    package = package_of(project)
+    command = [f"{package}.mre"] if tool == "mre" else [package, tool]
+    return run_in(project, "-m", *command, *arguments, **env)
 
 
 def with_stand_in(project: Path, stand_in: Path) -> str:
@@ -103,7 +105,7 @@ REFUSED_SOCS = [
 # One process for every name: swap the stand-in's SoC, forget the cached probe, choose again.
 SOC_VERDICTS = """\
 import json, sys
-from {package} import backend
+from {package}.toolkit import backend
 import torch_npu.npu
 verdicts = {{}}
 for soc in sys.argv[1:]:

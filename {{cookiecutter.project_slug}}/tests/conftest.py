@@ -8,6 +8,7 @@ import {{ cookiecutter.package_name }}  # noqa: F401
 import contextlib
 import gc
 import io
+import sys
 import traceback
 from typing import Any, NamedTuple
 
@@ -70,6 +71,13 @@ def mre_run(mre_attempt: MreRun | MreFailure) -> MreRun:
     if isinstance(mre_attempt, MreFailure):
         pytest.skip("the MRE failed: see test_mre_runs_in_graph_mode")
     return mre_attempt
+
+
+def forget_torch_npu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the next `import torch_npu` load afresh, and take what it loads away afterwards."""
+    # setitem remembers that there was no entry; undoing it removes the stand-in the test loaded.
+    monkeypatch.setitem(sys.modules, "torch_npu", None)
+    del sys.modules["torch_npu"]
 
 
 def short_error(error: BaseException) -> str:

@@ -1,10 +1,9 @@
 """Backend choice: npugraph_ex on a usable NPU, the stand-in elsewhere, always with a reason."""
 
-import sys
-
 import pytest
 import torch
 
+from conftest import forget_torch_npu
 from {{ cookiecutter.package_name }}.toolkit import backend
 
 
@@ -85,7 +84,7 @@ def test_probe_points_at_cann_when_torch_npu_cannot_load(tmp_path, monkeypatch):
         'raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")\n'
     )
     monkeypatch.syspath_prepend(tmp_path)
-    monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
+    forget_torch_npu(monkeypatch)
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
     assert "CANN is not sourced (libhccl.so: cannot open shared object file" in why
@@ -132,7 +131,7 @@ def test_refused_soc_falls_back_naming_it(soc, tmp_path, monkeypatch):
     )
     monkeypatch.setattr(torch, "npu", None, raising=False)
     monkeypatch.syspath_prepend(tmp_path)
-    monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
+    forget_torch_npu(monkeypatch)
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
     assert why.startswith(f"{soc} ")
@@ -176,7 +175,7 @@ def test_probe_falls_back_on_a_bare_exception(tmp_path, monkeypatch):
     message = next(iter(HALF_SOURCED))
     (fake / "__init__.py").write_text(f"raise Exception({message!r})\n")
     monkeypatch.syspath_prepend(tmp_path)
-    monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
+    forget_torch_npu(monkeypatch)
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
     assert why.startswith("CANN is half-sourced: ASCEND_HOME_PATH=/opt/gone does not exist")

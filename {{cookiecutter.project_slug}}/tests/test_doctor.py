@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from conftest import forget_torch_npu
 from {{ cookiecutter.package_name }} import model
 from {{ cookiecutter.package_name }}.toolkit import backend, doctor
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, npu_status
@@ -70,7 +71,7 @@ def install_torch_npu(tmp_path, monkeypatch, init: str) -> None:
         f"Metadata-Version: 2.1\nName: torch-npu\nVersion: 9.9.9\nRequires-Dist: torch=={torch_version}.*\n"
     )
     monkeypatch.syspath_prepend(tmp_path)
-    monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
+    forget_torch_npu(monkeypatch)
     # Probe afresh: npu_status() remembers this process's real torch_npu, if it has one.
     monkeypatch.setattr(backend, "npu_status", backend.probe_npu)
 

@@ -28,7 +28,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from .backend import NPUGRAPH_EX_OPTIONS, npu_status
+from .backend import ACLOP_CAPTURE_ERROR, ACLOP_CAPTURE_HINT, NPUGRAPH_EX_OPTIONS, npu_status
 from .contract import assert_same, clone, non_tensor_leaves, to_device
 
 # (pattern in the error or break reason, the hint a first-day user needs).
@@ -62,13 +62,7 @@ HINTS: tuple[tuple[str, str], ...] = (
             "@impl(Library('npu', 'IMPL', 'Meta'), ...) (op-plugin)"
         ),
     ),
-    (
-        r"Cannot run aclop operators during NPU graph capture",
-        (
-            "set torch.npu.config.allow_internal_format = False before compiling; if the capture "
-            "still fails, that operator needs an aclnn implementation"
-        ),
-    ),
+    (re.escape(ACLOP_CAPTURE_ERROR), ACLOP_CAPTURE_HINT),
     (
         r"non-Tensor|non-tensor|returned a non-tensor",
         "graph mode hands back tensors: return tensors (or tuples, dicts, dataclasses of them)",

@@ -1,4 +1,5 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
+{%- set op_plugin = cookiecutter.custom_op != "none" and cookiecutter.op_registration == "op_plugin" -%}
 """Write what the MRE runs as one self-contained .py file for a bug report, and verify it.
 
     python -m {{ cookiecutter.package_name }} export [-o FILE] [--target npu|portable]
@@ -23,9 +24,13 @@ import ast
 import builtins
 import importlib.metadata
 import importlib.util
+{%- if op_plugin %}
 import json
+{%- endif %}
 import platform
+{%- if op_plugin %}
 import re
+{%- endif %}
 import symtable
 import sys
 from dataclasses import dataclass, field
@@ -236,7 +241,7 @@ def load(name: str, target: str) -> Module:
 
 def inline_calls(module: str, statement: str) -> str:
     """Replace calls that read this project's files by their values, so the file stands alone."""
-{%- if cookiecutter.custom_op != "none" and cookiecutter.op_registration == "op_plugin" %}
+{%- if op_plugin %}
     if module == f"{TOOLKIT}.op_plugin":
         from .op_plugin import schema
 
