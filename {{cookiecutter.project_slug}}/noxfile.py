@@ -8,7 +8,8 @@ import nox
 PACKAGE = "{{ cookiecutter.package_name }}"
 TORCH = "torch=={{ cookiecutter.__torch_version }}"
 # PyPI's default Linux torch wheel is the multi-GB CUDA build, which torch_npu refuses to sit
-# beside: take the CPU build from PyTorch's index. TORCH_INDEX_URL="" leaves it to your pip config.
+# beside: take the CPU build from PyTorch's index. TORCH_INDEX_URL="" leaves it to your pip or uv
+# configuration (uv reads uv.toml and UV_INDEX, not pip.conf).
 TORCH_INDEX_URL = os.environ.get("TORCH_INDEX_URL", "https://download.pytorch.org/whl/cpu")
 
 nox.needs_version = ">=2025.2.9"  # nox.project.dependency_groups
