@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import nox
+
+sys.path.insert(0, str(Path(__file__).parent / "tests"))
+from hook_repositories import revisions, unreachable
 
 nox.needs_version = ">=2025.2.9"  # nox.project.dependency_groups
 nox.options.sessions = ["lint", "tests"]
@@ -15,6 +19,8 @@ nox.options.reuse_venv = "yes"
 ROOT = Path(__file__).parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 TEST_DEPENDENCIES = nox.project.dependency_groups(PYPROJECT, "test")
+PRE_COMMIT_CONFIG = ROOT / ".pre-commit-config.yaml"
+RUFF_HOOKS = "https://github.com/astral-sh/ruff-pre-commit"
 
 
 @nox.session
@@ -40,8 +46,17 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff over the template's own code (hooks, tests, noxfile); baked projects are linted by tests."""
-    session.install("ruff>=0.8")
+    """The pre-commit hooks over the template's own code; baked projects are linted by the tests."""
+    missing = unreachable(PRE_COMMIT_CONFIG)
+    if not missing:
+        session.install("pre-commit>=4")
+        session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure", *session.posargs)
+        return
+    # pre-commit clones every hook repository before running any hook, so one it cannot reach
+    # stops them all. Ruff, at the hook's version, still needs no more than PyPI; the tests run
+    # codespell, validate-pyproject and the whitespace and YAML checks on baked projects.
+    session.warn(f"pre-commit cannot fetch {', '.join(missing)}: running ruff only")
+    session.install(f"ruff=={revisions(PRE_COMMIT_CONFIG)[RUFF_HOOKS].removeprefix('v')}")
     session.run("ruff", "check", *session.posargs)
     session.run("ruff", "format", "--check")
 

@@ -80,7 +80,7 @@ def next_steps(answers: dict[str, str]) -> str:
     slug, package = answers["project_slug"], answers["package_name"]
     steps = {
         f"cd {slug}": "",
-        'pip install -e ".[test]"': "on a machine without a GPU, install torch's CPU build first (README)",
+        "pip install -e . --group test": "pip 25.1+; without a GPU, install torch's CPU build first (README)",
         f"python -m {package}.mre": "one inference step; the report says which backend ran and why",
         f"python -m {package} check": "is your model (model.py) ready for graph mode? --help: all tools",
         "python -m pytest": "the tests; those that need an NPU skip off-NPU, with the reason",

@@ -14,8 +14,10 @@ from conftest import CODE_VARIANTS, COMBINATIONS, TEMPLATE, combination_id, pack
 
 COMMON_FILES = {
     ".gitattributes",
+    ".github/dependabot.yml",
     ".github/workflows/ci.yml",
     ".gitignore",
+    ".pre-commit-config.yaml",
     "README.md",
     "noxfile.py",
     "pyproject.toml",

@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import bake, package_of
 
+# pip learned `--group` (PEP 735 dependency groups) in 25.1.
+PIP_WITH_GROUPS = (25, 1)
+
 
 def run(python: Path, *command: str, cwd: Path) -> str:
     result = subprocess.run([str(python), *command], cwd=cwd, capture_output=True, text=True, check=False)
@@ -17,15 +20,25 @@ def run(python: Path, *command: str, cwd: Path) -> str:
     return result.stdout
 
 
+def pip_version(python: Path, cwd: Path) -> tuple[int, ...]:
+    version = run(python, "-c", "import pip; print(pip.__version__)", cwd=cwd)
+    return tuple(int(part) for part in version.strip().split(".")[:2])
+
+
 @pytest.mark.slow
-def test_pip_install_editable_then_tests_and_mre_pass(tmp_path):
-    """`pip install -e ".[test]"` resolves the pinned torch and the package; its tests and MRE then run."""
+def test_pip_install_editable_with_test_group_then_tests_and_mre_pass(tmp_path):
+    """`pip install -e . --group test` resolves the pinned torch, the package and pytest; its tests
+    and MRE then run."""
     project = bake(tmp_path)
     environment = tmp_path / "venv"
     venv.create(environment, with_pip=True)
     python = environment / ("Scripts" if os.name == "nt" else "bin") / "python"
+    # ensurepip's pip may predate --group: take a newer one from the package index then.
+    if pip_version(python, tmp_path) < PIP_WITH_GROUPS:
+        run(python, "-m", "pip", "install", "--quiet", "--upgrade", "pip>=25.1", cwd=tmp_path)
+    assert pip_version(python, tmp_path) >= PIP_WITH_GROUPS
 
-    run(python, "-m", "pip", "install", "--quiet", "-e", ".[test]", cwd=project)
+    run(python, "-m", "pip", "install", "--quiet", "-e", ".", "--group", "test", cwd=project)
     run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project)
     # Installed, not merely on a path: the MRE runs from any folder.
     report = run(python, "-m", f"{package_of(project)}.mre", cwd=tmp_path)

@@ -8,34 +8,42 @@ import nox
 PACKAGE = "{{ cookiecutter.package_name }}"
 TORCH = "torch=={{ cookiecutter.__torch_version }}"
 # PyPI's default Linux torch wheel is the multi-GB CUDA build, which torch_npu refuses to sit
-# beside: take the CPU build from PyTorch's index. TORCH_INDEX_URL="" leaves it to your pip config.
+# beside: take the CPU build from PyTorch's index. TORCH_INDEX_URL="" leaves it to your pip or uv
+# configuration (uv reads uv.toml and UV_INDEX, not pip.conf).
 TORCH_INDEX_URL = os.environ.get("TORCH_INDEX_URL", "https://download.pytorch.org/whl/cpu")
 
-nox.needs_version = ">=2024.10.9"
+nox.needs_version = ">=2025.2.9"  # nox.project.dependency_groups
+# uv builds environments in seconds; plain virtualenv + pip where uv is not installed.
+nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", "tests"{{ ', "check_ops"' if op_plugin else "" }}]
 # torch is large: reuse each session's environment instead of reinstalling it on every run.
 nox.options.reuse_venv = "yes"
 
+PYPROJECT = nox.project.load_toml("pyproject.toml")
 
-def install(session: nox.Session, project: str = ".") -> None:
-    """The project (or `.[extras]`), on torch's CPU build."""
+
+def install(session: nox.Session, *groups: str) -> None:
+    """The project and the given dependency groups, on torch's CPU build."""
     if TORCH_INDEX_URL:
+        # torch alone, from that index only (pip and uv alike): with it as an extra index, a
+        # missing CPU wheel would fall through to PyPI's CUDA build without a word. The index
+        # holds torch's own dependencies, but not the project's: those come in the next step,
+        # which keeps the torch installed here since it already meets the pin.
         session.install(TORCH, "--index-url", TORCH_INDEX_URL)
-    session.install("-e", project)
+    session.install("-e", ".", *nox.project.dependency_groups(PYPROJECT, *groups))
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff lint and format check."""
-    session.install("ruff>=0.8")
-    session.run("ruff", "check", *session.posargs)
-    session.run("ruff", "format", "--check")
+    """Every pre-commit hook (ruff, validate-pyproject, codespell, ...) on every file."""
+    session.install("pre-commit>=4")
+    session.run("pre-commit", "run", "--all-files", "--show-diff-on-failure", *session.posargs)
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (NPU-only tests skip themselves off-NPU)."""
-    install(session, ".[test]")
+    install(session, "test")
     session.run("pytest", *session.posargs)
 
 
