@@ -49,11 +49,11 @@ def test_op_registration_is_unused_without_a_custom_op(baked, mode):
 
 @pytest.mark.parametrize("answers", CODE_VARIANTS, ids=variant_id)
 def test_own_test_suite_passes(baked, answers):
-    """`python -m pytest` in the baked project passes; the NPU-only tests skip with a reason."""
-    result = run_in(baked(**answers), "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    """`python -m pytest` in the baked project passes; whatever skips says it needs an NPU."""
+    result = run_in(baked(**answers), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "failed" not in result.stdout
-    assert "skipped" in result.stdout  # the `npu` tests, on this NPU-less machine
+    skips = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert all("needs an Ascend NPU" in line for line in skips), skips
 
 
 # Every variant's own suite runs infer_one_step() in-process; these two also run the module as a
@@ -66,7 +66,7 @@ ENTRY_POINT_VARIANTS = [
 
 
 def export(project: Path, target: str, path: Path) -> None:
-    result = run_in(project, "-m", f"{package_of(project)}.export_mre", "-o", str(path), "--target", target)
+    result = run_in(project, "-m", package_of(project), "export", "-o", str(path), "--target", target)
     assert result.returncode == 0, result.stderr
 
 
@@ -134,7 +134,7 @@ def test_export_carries_the_helpers_of_your_model(tmp_path):
         [sys.executable, "mre.py"], cwd=tmp_path, env=environment, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
-    assert "output (2, 8, 32)" in result.stdout
+    assert "output      (2, 8, 32) float32 on cpu" in result.stdout
 
 
 BROKEN_TORCH_NPU = {

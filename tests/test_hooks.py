@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import CHOICES, TEMPLATE, bake
+from conftest import CODE_VARIANTS, TEMPLATE, bake
 from cookiecutter.exceptions import FailedHookException
 
 
@@ -183,10 +183,10 @@ def module_level_names(source: str) -> set[str]:
 
 
 def test_generated_names_list_what_model_class_could_clash_with(baked):
-    """GENERATED_NAMES is exactly what the files defining or importing the model class bind, tests aside."""
+    """GENERATED_NAMES is exactly what the files naming the model class bind, in every code variant."""
     bound = set()
-    for mode in CHOICES["mode"]:
-        for path in baked(mode=mode).rglob("*.py"):
+    for answers in CODE_VARIANTS:
+        for path in baked(**answers).rglob("*.py"):
             names = module_level_names(path.read_text())
             if "TinyBlock" in names:
                 bound |= names
@@ -199,7 +199,7 @@ def test_post_gen_removes_the_other_modes_files():
     answers = {"package_name": "pkg", "mode": "npugraph_ex", "custom_op": "out_of_place"}
     answers["op_registration"] = "op_plugin"
     assert post_gen.paths_to_remove(answers) == [
-        "src/pkg/compile_cache.py",
+        "src/pkg/toolkit/compile_cache.py",
         "tests/test_compile_cache.py",
         "src/pkg/custom_op.py",
     ]

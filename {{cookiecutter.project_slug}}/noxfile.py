@@ -54,26 +54,36 @@ def mre(session: nox.Session) -> None:
     session.run("python", "-m", f"{PACKAGE}.mre")
 
 
-# doctor, bench and export_mre have no virtualenv of their own: they examine, time and record the
-# environment you run the project in (on an Ascend machine, the one with torch_npu and CANN).
+# The tools have no virtualenv of their own: they examine, time and record the environment you run
+# the project in (on an Ascend machine, the one with torch_npu and CANN).
+def run_command(session: nox.Session, command: str, success_codes: tuple[int, ...] = (0,)) -> None:
+    """`python -m <package> <command> [posargs]` with this checkout's sources first on the path."""
+    arguments = ["python", "-m", PACKAGE, command, *session.posargs]
+    session.run(*arguments, env={"PYTHONPATH": "src"}, success_codes=list(success_codes))
+
+
+@nox.session(venv_backend="none")
+def check(session: nox.Session) -> None:
+    """Is your model ready for graph mode? Every graph break, then each fault-isolation rung."""
+    run_command(session, "check")
+
+
 @nox.session(venv_backend="none")
 def doctor(session: nox.Session) -> None:
     """Why graph mode will or won't run here (exit 0 graph mode, 1 fallback, 2 cannot run)."""
-    arguments = ["python", "-m", f"{PACKAGE}.doctor", *session.posargs]
-    session.run(*arguments, env={"PYTHONPATH": "src"}, success_codes=[0, 1])
+    run_command(session, "doctor", success_codes=(0, 1))
 
 
 @nox.session(venv_backend="none")
 def bench(session: nox.Session) -> None:
-    """Eager against graph mode on the same model and input: `nox -s bench -- --iters 200`."""
-    session.run("python", "-m", f"{PACKAGE}.bench", *session.posargs, env={"PYTHONPATH": "src"})
+    """Eager against graph mode on the same model and inputs: `nox -s bench -- --iters 200`."""
+    run_command(session, "bench")
 
 
 @nox.session(venv_backend="none")
-def export_mre(session: nox.Session) -> None:
-    """Write the MRE as one self-contained file: `nox -s export_mre -- -o bug.py --target npu`."""
-    arguments = ["python", "-m", f"{PACKAGE}.export_mre", *session.posargs]
-    session.run(*arguments, env={"PYTHONPATH": "src"})
+def export(session: nox.Session) -> None:
+    """The MRE and your model in one file for a bug report: `nox -s export -- -o bug.py`."""
+    run_command(session, "export")
 {%- if op_plugin %}
 
 
@@ -81,5 +91,5 @@ def export_mre(session: nox.Session) -> None:
 def check_ops(session: nox.Session) -> None:
     """Check op_plugin_functions.yaml (or the files given) for build and graph-mode problems."""
     install(session)
-    session.run("python", "-m", f"{PACKAGE}.opschema", "--strict", *session.posargs)
+    session.run("python", "-m", PACKAGE, "opschema", "--strict", *session.posargs)
 {%- endif %}

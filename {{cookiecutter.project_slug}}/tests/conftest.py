@@ -9,7 +9,6 @@ import contextlib
 import gc
 import io
 import sys
-import traceback
 from typing import Any, NamedTuple
 
 import pytest
@@ -18,6 +17,7 @@ from torch._dynamo.utils import counters
 
 from {{ cookiecutter.package_name }}.mre import infer_one_step
 from {{ cookiecutter.package_name }}.toolkit.backend import npu_status
+from {{ cookiecutter.package_name }}.toolkit.check import error_frame
 
 # Hide what is imported so far (torch's large object graph) from the garbage collector: every full
 # collection, and pytest runs several, would walk it again, for over half a second in all.
@@ -82,11 +82,6 @@ def forget_torch_npu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def short_error(error: BaseException) -> str:
     """An exception in a few lines: its type and message, and where in your code it arose."""
-    frames = [
-        frame
-        for frame in traceback.extract_tb(error.__traceback__)
-        if "{{ cookiecutter.package_name }}" in frame.filename and "toolkit" not in frame.filename
-    ]
-    where = f"\n  at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    where = error_frame(error)
     message = "\n".join(str(error).strip().splitlines()[:12])
-    return f"{type(error).__name__}: {message}{where}"
+    return f"{type(error).__name__}: {message}" + (f"\n  at {where}" if where else "")

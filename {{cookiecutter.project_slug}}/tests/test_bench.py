@@ -39,6 +39,10 @@ def isolated(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
 
 
+# Tests that take mre_run time your model in graph mode: if it cannot compile, they skip, and
+# test_mre.py reports why, once.
+
+
 def run_json(capsys, *args: str) -> dict:
     """main() with fast settings and --json, and the object it printed."""
     assert bench.main([*FAST, "--json", *args]) == 0
@@ -58,7 +62,7 @@ def summarize(run: bench.Run) -> dict:
     return bench.summarize(Backend("aot_eager", "cpu", "a test"), example_inputs(), 1, 0.5, run)
 
 
-def test_json_is_one_object_with_every_field(capsys):
+def test_json_is_one_object_with_every_field(capsys, mre_run):
     """--json prints a single object holding every documented field."""
     result = run_json(capsys)
     assert set(result) >= FIELDS
@@ -67,7 +71,7 @@ def test_json_is_one_object_with_every_field(capsys):
     assert set(result["speedup"]) >= {"median", "p25", "p75"}
 
 
-def test_json_values_are_sane(capsys):
+def test_json_values_are_sane(capsys, mre_run):
     """The outputs match, nothing recompiles, and every time and ratio is positive and ordered."""
     result = run_json(capsys)
     backend = select_backend()
@@ -85,21 +89,21 @@ def test_json_values_are_sane(capsys):
     assert 0 < speedup["p25"] <= speedup["median"] <= speedup["p75"]
 
 
-def test_table_names_the_backend_and_why(capsys):
+def test_table_names_the_backend_and_why(capsys, mre_run):
     """The table's backend row gives the backend select_backend() picks and its reason."""
     assert bench.main(FAST) == 0
     backend = select_backend()
     assert f"backend     {backend.name} ({backend.reason})" in capsys.readouterr().out
 
 
-def test_table_flags_the_stand_in_off_npu(capsys):
+def test_table_flags_the_stand_in_off_npu(capsys, mre_run):
     """Unless npugraph_ex ran, a note says the numbers do not predict NPU speed."""
     assert bench.main(FAST) == 0
     note = "do not predict NPU speed" in capsys.readouterr().out
     assert note is not select_backend().is_npugraph_ex
 
 
-def test_backend_flag_is_honoured(capsys):
+def test_backend_flag_is_honoured(capsys, mre_run):
     """--backend eager times the eager backend as graph mode, and says it was forced."""
     result = run_json(capsys, "--backend", "eager")
     assert result["backend"] == "eager"
@@ -131,7 +135,7 @@ def test_outputs_that_differ_stop_the_run(capsys, monkeypatch):
     assert json.loads(captured.out)["outputs_match"] is False
 
 
-def test_no_progress_line_off_a_terminal(capsys):
+def test_no_progress_line_off_a_terminal(capsys, mre_run):
     """With stderr not a terminal, bench writes no progress line there."""
     assert bench.main(FAST) == 0
     assert "\r" not in capsys.readouterr().err

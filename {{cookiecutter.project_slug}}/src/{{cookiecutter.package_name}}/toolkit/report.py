@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch._dynamo
 from torch._dynamo.utils import counters
 
 from .backend import Backend
@@ -41,6 +42,9 @@ def first_call(backend: Backend) -> Iterator[FirstCall]:
     On an NPU in cache_compile mode a run that loads the cache compiles no graph: that is fine.
     """
     call = FirstCall()
+    # A true first call: graphs that an earlier run in this process left behind would be reused,
+    # and nothing would tell a reused graph from a model that ran eagerly.
+    torch._dynamo.reset()
     graphs_before = counters["stats"]["unique_graphs"]
     started = time.perf_counter()
     yield call

@@ -1,0 +1,170 @@
+"""Bring your own model: real models replace model.py in a fresh bake, and every tool still works.
+
+Each model in tests/own_models/ is dropped into a baked project as a user would, then run through
+the MRE, `check`, `bench`, `export` (the portable file runs in an empty folder) and the project's
+own test suite. One graph-breaking model must fail loudly and briefly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import bake, package_of, run_in
+
+OWN_MODELS = Path(__file__).parent / "own_models"
+
+
+def drop_in(project: Path, files: dict[str, str], **placeholders: str) -> None:
+    """Copy fixture files into the package as the user's own (model.py replaced)."""
+    package = project / "src" / package_of(project)
+    for target, fixture in files.items():
+        text = (OWN_MODELS / fixture).read_text()
+        for placeholder, value in {"PACKAGE": package.name, **placeholders}.items():
+            text = text.replace(placeholder, value)
+        (package / target).write_text(text)
+
+
+# Runs, in one process (one torch import), what a user runs after replacing model.py.
+TOOLS = """\
+import contextlib, io, json, runpy, sys, torch
+from {package}.__main__ import main
+
+results = {{}}
+printed = io.StringIO()
+with contextlib.redirect_stdout(printed):
+    output = runpy.run_module("{package}.mre", run_name="__main__")["infer_one_step"]()
+torch.save(output, "mre_output.pt")
+results["mre"] = [0, printed.getvalue()]
+commands = {{
+    "check": ["check", "--json"],
+    "bench": ["bench", "--iters", "3", "--warmup", "1", "--json"],
+    "export-portable": ["export", "-o", "exported_portable.py", "--target", "portable"],
+    "export-npu": ["export", "-o", "exported_npu.py", "--target", "npu"],
+}}
+for name, command in commands.items():
+    torch._dynamo.reset()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(command)
+    results[name] = [code, printed.getvalue()]
+print("RESULTS " + json.dumps(results))
+"""
+# Runs the portable export where the project cannot be imported, and compares with the MRE.
+RUN_EXPORT = """\
+import importlib.util, runpy, torch
+from torch.utils._pytree import tree_flatten
+assert importlib.util.find_spec({package!r}) is None, "the project is importable"
+output = runpy.run_path("exported_portable.py", run_name="exported")["infer_one_step"]()
+expected = torch.load("mre_output.pt", weights_only=False)
+(got, got_spec), (want, want_spec) = tree_flatten(output), tree_flatten(expected)
+assert str(got_spec) == str(want_spec), (got_spec, want_spec)
+torch.testing.assert_close(got, want)
+print("EXPORT MATCHES")
+"""
+
+
+def run_tools(project: Path) -> dict[str, tuple[int, str]]:
+    result = run_in(project, "-c", TOOLS.format(package=package_of(project)))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULTS ")]
+    return {name: (code, text) for name, (code, text) in json.loads(line.removeprefix("RESULTS ")).items()}
+
+
+def run_export_alone(project: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    """The portable export, run in an empty folder by a Python that cannot import the project."""
+    folder.mkdir()
+    for name in ("exported_portable.py", "mre_output.pt"):
+        (folder / name).write_bytes((project / name).read_bytes())
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    return subprocess.run(
+        [sys.executable, "-c", RUN_EXPORT.format(package=package_of(project))],
+        cwd=folder,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+CASES = {
+    "transformers language model on token ids": (
+        {"model.py": "language_model.py"},
+        {},
+    ),
+    "two inputs, cache_compile mode": (
+        {"model.py": "two_inputs.py"},
+        {"mode": "cache_compile"},
+    ),
+    "several modules, constructor arguments, dict output": (
+        {"model.py": "several_modules/model.py", "layers.py": "several_modules/layers.py"},
+        {},
+    ),
+    "absolute import of a sibling module": (
+        {"model.py": "absolute_import.py", "layers.py": "several_modules/layers.py"},
+        {"mode": "cache_compile"},
+    ),
+    "the project's custom operator": (
+        {"model.py": "calls_custom_op.py"},
+        {"custom_op": "out_of_place", "op_registration": "torch_library"},
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
+def test_every_tool_runs_your_model(case, tmp_path):
+    """The MRE, check, bench, export and the project's own tests all work on a replaced model.py."""
+    files, answers = CASES[case]
+    project = bake(tmp_path / "bake", **answers)
+    package = package_of(project)
+    drop_in(project, files, NAMESPACE=package, OP="my_op")
+
+    results = run_tools(project)
+    assert "backend     aot_eager" in results["mre"][1]
+    assert "1 graph" in results["mre"][1]
+    check_code, check_json = results["check"]
+    assert check_code == 0, check_json
+    assert json.loads(check_json)["verdict"] == 0
+    bench_code, bench_json = results["bench"]
+    assert bench_code == 0
+    assert json.loads(bench_json)["outputs_match"] is True
+    assert results["export-npu"][0] == 0
+    assert results["export-portable"][0] == 0
+
+    alone = run_export_alone(project, tmp_path / "alone")
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    assert "EXPORT MATCHES" in alone.stdout
+
+    suite = run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_graph_break_fails_once_and_briefly(tmp_path):
+    """A graph-breaking model: the suite fails with one short failure naming the line; check says why."""
+    project = bake(tmp_path / "bake")
+    drop_in(project, {"model.py": "graph_break.py"})
+    model = project / "src" / package_of(project) / "model.py"
+    line = next(n for n, text in enumerate(model.read_text().splitlines(), 1) if "if x.sum()" in text)
+
+    suite = run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    assert suite.returncode == 1
+    summary = suite.stdout.strip().splitlines()[-1]
+    assert re.match(r"1 failed, \d+ passed, \d+ skipped", summary), summary
+    assert f"model.py:{line}" in suite.stdout
+    assert len(suite.stdout.splitlines()) < 150, suite.stdout
+
+    check = run_in(project, "-m", package_of(project), "check")
+    assert check.returncode == 1
+    assert f"model.py:{line}" in check.stdout
+    assert "torch.where" in check.stdout  # the hint for a branch on a tensor value
+
+    mre = run_in(project, "-m", f"{package_of(project)}.mre")
+    assert mre.returncode != 0
+    assert "Data-dependent branching" in mre.stderr
