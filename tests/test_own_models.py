@@ -30,9 +30,10 @@ def drop_in(project: Path, files: dict[str, str], **placeholders: str) -> None:
         (package / target).write_text(text)
 
 
-# Runs, in one process (one torch import), what a user runs after replacing model.py.
+# Runs, in one process (one import of torch and of the model's libraries), what a user runs after
+# replacing model.py: the MRE, each tool, then the project's own test suite.
 TOOLS = """\
-import contextlib, io, json, runpy, sys, torch
+import contextlib, io, json, runpy, sys, pytest, torch
 from {package}.__main__ import main
 
 results = {{}}
@@ -54,6 +55,7 @@ for name, command in commands.items():
         code = main(command)
     results[name] = [code, printed.getvalue()]
 print("RESULTS " + json.dumps(results))
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider"]))
 """
 # Runs the portable export where the project cannot be imported, and compares with the MRE.
 RUN_EXPORT = """\
@@ -70,6 +72,7 @@ print("EXPORT MATCHES")
 
 
 def run_tools(project: Path) -> dict[str, tuple[int, str]]:
+    """Each tool's exit code and output; the project's own suite must pass after them."""
     result = run_in(project, "-c", TOOLS.format(package=package_of(project)))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULTS ")]
@@ -119,7 +122,8 @@ CASES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_every_tool_runs_your_model(case, tmp_path):
-    """The MRE, check, bench, export and the project's own tests all work on a replaced model.py."""
+    """The MRE, check, bench, export and the project's own tests all work on a replaced model.py,
+    and the portable export runs alone in an empty folder and matches the MRE."""
     files, answers = CASES[case]
     project = bake(tmp_path / "bake", **answers)
     package = package_of(project)
@@ -140,9 +144,6 @@ def test_every_tool_runs_your_model(case, tmp_path):
     alone = run_export_alone(project, tmp_path / "alone")
     assert alone.returncode == 0, alone.stderr[-3000:]
     assert "EXPORT MATCHES" in alone.stdout
-
-    suite = run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider")
-    assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-3000:]
 
 
 @pytest.mark.slow
@@ -168,3 +169,10 @@ def test_a_graph_break_fails_once_and_briefly(tmp_path):
     mre = run_in(project, "-m", f"{package_of(project)}.mre")
     assert mre.returncode != 0
     assert "Data-dependent branching" in mre.stderr
+
+
+@pytest.mark.parametrize("fixture", ["language_model.py", "two_inputs.py", "several_modules/model.py"])
+def test_readme_examples_are_the_tested_models(baked, fixture):
+    """The generated README's worked examples are, character for character, the models tested here."""
+    readme = (baked() / "README.md").read_text()
+    assert f"```python\n{(OWN_MODELS / fixture).read_text()}```" in readme

@@ -48,7 +48,12 @@ def test_cruft_update_brings_template_changes_and_keeps_project_edits(tmp_path):
     git(project, "commit", "-q", "-am", "our edit")
 
     report = (
-        template / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "report.py"
+        template
+        / "{{cookiecutter.project_slug}}"
+        / "src"
+        / "{{cookiecutter.package_name}}"
+        / "toolkit"
+        / "report.py"
     )
     report.write_text(report.read_text().replace("import time\n", "import time  # wall clock\n"))
     git(template, "commit", "-q", "-am", "template v2")
@@ -57,5 +62,5 @@ def test_cruft_update_brings_template_changes_and_keeps_project_edits(tmp_path):
     assert cruft.update(project, skip_apply_ask=True)
     assert "Our team runs this on Atlas A2 boxes." in readme.read_text()
     package = answers["package_name"]
-    assert "import time  # wall clock" in (project / "src" / package / "report.py").read_text()
+    assert "import time  # wall clock" in (project / "src" / package / "toolkit" / "report.py").read_text()
     assert cruft.check(project)

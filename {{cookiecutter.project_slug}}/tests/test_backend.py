@@ -124,7 +124,7 @@ def test_refused_soc_falls_back_naming_it(soc, tmp_path, monkeypatch):
     # Like the real torch_npu, it makes itself torch.npu; monkeypatch removes that afterwards.
     (fake / "__init__.py").write_text(
         "import sys, torch\n"
-        "__version__ = '2.13.0'\n"
+        "__version__ = '9.9.9'\n"
         "def is_available(): return True\n"
         f"def get_device_name(index=0): return {soc!r}\n"
         "torch.npu = sys.modules[__name__]\n"
@@ -139,7 +139,7 @@ def test_refused_soc_falls_back_naming_it(soc, tmp_path, monkeypatch):
 
 
 # The first lines of the bare Exceptions torch_npu's import raises on a half-sourced CANN
-# (torch_npu 2.13.0 _init/registry/registry_manager.py, _cann_package_check()).
+# (torch_npu 2.13 _init/registry/registry_manager.py, _cann_package_check()).
 HALF_SOURCED = {
     "ASCEND_HOME_PATH : /opt/gone does not exist. Please run 'source set_env.sh' in the CANN "
     "installation path.": ("ASCEND_HOME_PATH=/opt/gone does not exist", "unset ASCEND_HOME_PATH"),

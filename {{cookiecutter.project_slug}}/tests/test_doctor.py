@@ -92,7 +92,7 @@ def test_torch_npu_that_cannot_load_points_at_cann(capsys, tmp_path, monkeypatch
     assert "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in torch_npu
 
 
-# torch_npu's own check of a half-sourced CANN at import (2.13.0 registry_manager.py), reduced.
+# torch_npu's own check of a half-sourced CANN at import (2.13 registry_manager.py), reduced.
 CANN_PACKAGE_CHECK = """\
 import os
 home = os.environ["ASCEND_HOME_PATH"]

@@ -64,7 +64,7 @@ def capture_refusal(soc: str) -> str:
 
 
 # torch_npu's import checks a half-sourced CANN itself and raises a bare Exception (torch_npu
-# 2.13.0 / 2.14.0 _init/registry/registry_manager.py _cann_package_check(); 2.12.0.post3
+# 2.13 and 2.14 _init/registry/registry_manager.py _cann_package_check(); 2.12 post3:
 # utils/npu_intercept.py): each message's first line, what it means, and the fix.
 SET_ENV_OF_FULL_CANN = "source the set_env.sh of a complete CANN install"
 CANN_STATES = (

@@ -101,7 +101,7 @@ class Module:
     # Local name → (project module, name there): `from .model import build_model as build`.
     project_names: dict[str, tuple[str, str]] = field(default_factory=dict)
     project_modules: list[str] = field(default_factory=list)
-    """Project modules imported whole (`from . import custom_op`): run for their side effects."""
+    """Project modules imported whole (`from . import layers`): run for their side effects."""
     # Local name → the import statement that binds it, for everything outside the project.
     external: dict[str, ast.stmt] = field(default_factory=dict)
     future_annotations: bool = False
@@ -381,7 +381,7 @@ def binding(statement: ast.stmt, name: str) -> str:
 def import_lines(imports: dict[str, tuple[ast.stmt, str]], target: str) -> list[list[str]]:
     """The import block as isort sorts it: standard library, then third party."""
     plain: set[str] = set()
-    froms: dict[str, set[str]] = {}
+    from_imports: dict[str, set[str]] = {}
     for name, (statement, _) in imports.items():
         for alias in statement.names:  # type: ignore[attr-defined]
             if (alias.asname or alias.name.split(".")[0]) != name:
@@ -390,17 +390,17 @@ def import_lines(imports: dict[str, tuple[ast.stmt, str]], target: str) -> list[
             if isinstance(statement, ast.Import):
                 plain.add(f"{alias.name}{as_part}")
             else:
-                froms.setdefault(statement.module, set()).add(f"{alias.name}{as_part}")
+                from_imports.setdefault(statement.module, set()).add(f"{alias.name}{as_part}")
     if target == "npu":
         plain.add("torch_npu  # noqa: F401  (the npu device and npugraph_ex)")
     sections: list[list[str]] = [[], []]
     for module in sorted(plain, key=lambda text: text.lower()):
         sections[third_party(module)].append(f"import {module}")
-    for module in sorted(froms, key=str.lower):
-        names = ", ".join(sorted(froms[module], key=isort_key))
+    for module in sorted(from_imports, key=str.lower):
+        names = ", ".join(sorted(from_imports[module], key=isort_key))
         line = f"from {module} import {names}"
         if len(line) > LINE_LENGTH:
-            inner = "".join(f"    {n},\n" for n in sorted(froms[module], key=isort_key))
+            inner = "".join(f"    {n},\n" for n in sorted(from_imports[module], key=isort_key))
             line = f"from {module} import (\n{inner})"
         sections[third_party(module)].append(line)
     return [section for section in sections if section]
