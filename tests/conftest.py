@@ -87,6 +87,8 @@ def run_in(project: Path, *command: str, **env: str) -> subprocess.CompletedProc
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
         # Leave the baked tree as baked: other tests compare its exact file list.
         "PYTHONDONTWRITEBYTECODE": "1",
+        # Tests run side by side on few cores: one thread each, or torch's threads fight.
+        "OMP_NUM_THREADS": "1",
         **env,
     }
     return subprocess.run(

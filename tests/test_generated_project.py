@@ -6,9 +6,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
-from conftest import CHOICES, CODE_VARIANTS, bake, package_of, run_in, variant_id
+from conftest import CHOICES, CODE_VARIANTS, package_of, run_in, variant_id
 
 VERSIONS = CHOICES["torch_npu_version"]
 
@@ -47,22 +48,56 @@ def test_op_registration_is_unused_without_a_custom_op(baked, mode):
     assert tree(first) == tree(other)
 
 
-@pytest.mark.parametrize("answers", CODE_VARIANTS, ids=variant_id)
-def test_own_test_suite_passes(baked, answers):
+# Each variant's own suite and its two exports run in one process (one torch import); the tests
+# that read the results share it, on one xdist worker (the group).
+SUITE_AND_EXPORTS = """\
+import sys, pytest
+code = pytest.main(["-q", "-p", "no:cacheprovider", "-rs"])
+from {package}.__main__ import main
+for target in ("npu", "portable"):
+    assert main(["export", "-o", f"{folder}/{{target}}.py", "--target", target]) == 0
+sys.exit(int(code))
+"""
+
+
+class VariantRun(NamedTuple):
+    suite: subprocess.CompletedProcess[str]
+    exports: Path
+    """Folder holding npu.py and portable.py, the project's exports."""
+
+
+@pytest.fixture(scope="session")
+def variant_run(baked, tmp_path_factory: pytest.TempPathFactory):
+    """run(answers): the variant's own suite and exports, once per worker."""
+    runs: dict[str, VariantRun] = {}
+
+    def run(answers: dict[str, str]) -> VariantRun:
+        key = variant_id(answers)
+        if key not in runs:
+            project, folder = baked(**answers), tmp_path_factory.mktemp("exports")
+            script = SUITE_AND_EXPORTS.format(package=package_of(project), folder=folder)
+            runs[key] = VariantRun(run_in(project, "-c", script), folder)
+        return runs[key]
+
+    return run
+
+
+def per_variant(test):
+    """Parametrize over the code variants, each in its own xdist group (its tests share a run)."""
+    cases = [
+        pytest.param(answers, id=variant_id(answers), marks=pytest.mark.xdist_group(variant_id(answers)))
+        for answers in CODE_VARIANTS
+    ]
+    return pytest.mark.parametrize("answers", cases)(test)
+
+
+@per_variant
+def test_own_test_suite_passes(variant_run, answers):
     """`python -m pytest` in the baked project passes; whatever skips says it needs an NPU."""
-    result = run_in(baked(**answers), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs")
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = variant_run(answers).suite
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
     skips = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
     assert all("needs an Ascend NPU" in line for line in skips), skips
-
-
-# Every variant's own suite runs infer_one_step() in-process; these two also run the module as a
-# user does and its portable export, one per mode, with the op styles split between them (each
-# run costs a torch import).
-ENTRY_POINT_VARIANTS = [
-    {"mode": "npugraph_ex", "custom_op": "out_of_place", "op_registration": "torch_library"},
-    {"mode": "cache_compile", "custom_op": "in_place", "op_registration": "op_plugin"},
-]
 
 
 def export(project: Path, target: str, path: Path) -> None:
@@ -70,20 +105,27 @@ def export(project: Path, target: str, path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("target", ["npu", "portable"])
-@pytest.mark.parametrize("answers", CODE_VARIANTS, ids=variant_id)
-def test_exported_mre_lints_clean(baked, answers, target, tmp_path):
-    """The exported single file passes ruff check (isort included) and ruff format, standalone."""
-    path = tmp_path / "mre.py"
-    export(baked(**answers), target, path)
+@per_variant
+def test_exported_mre_lints_clean(variant_run, answers):
+    """Both exported files pass ruff check (isort included) and ruff format, standalone."""
+    files = [str(variant_run(answers).exports / f"{target}.py") for target in ("npu", "portable")]
     for command in (["check", "--extend-select", "I,W"], ["format", "--check", "--line-length", "100"]):
         result = subprocess.run(
-            [sys.executable, "-m", "ruff", *command, "--isolated", "--no-cache", str(path)],
+            [sys.executable, "-m", "ruff", *command, "--isolated", "--no-cache", *files],
             capture_output=True,
             text=True,
             check=False,
         )
         assert result.returncode == 0, result.stdout
+
+
+# Every variant's own suite runs infer_one_step() in-process; these two also run the module as a
+# user does and its portable export in a separate interpreter, one per mode, with the op styles
+# split between them (each run costs a torch import).
+ENTRY_POINT_VARIANTS = [
+    {"mode": "npugraph_ex", "custom_op": "out_of_place", "op_registration": "torch_library"},
+    {"mode": "cache_compile", "custom_op": "in_place", "op_registration": "op_plugin"},
+]
 
 
 @pytest.mark.parametrize("answers", ENTRY_POINT_VARIANTS, ids=variant_id)
@@ -118,22 +160,6 @@ def test_mre_module_and_portable_export_agree(baked, answers, tmp_path):
     result = run_in(project, "-c", compare)
     assert result.returncode == 0, result.stderr
     assert "backend     aot_eager (no usable NPU (torch_npu is not installed)" in result.stdout
-    assert "output      (2, 8, 32) float32 on cpu" in result.stdout
-
-
-def test_export_carries_the_helpers_of_your_model(tmp_path):
-    """Imports and constants you add to model.py travel into the exported file, which still runs."""
-    project = bake(tmp_path / "bake", mode="cache_compile")
-    model = project / "src" / package_of(project) / "model.py"
-    text = model.read_text().replace("import torch\n", "import math\n\nimport torch\n", 1)
-    text = text.replace("\nclass ", "\nSCALE = math.sqrt(2.0)\n\n\nclass ", 1)
-    model.write_text(text.replace("return x + self.down(", "return x + SCALE * self.down("))
-    export(project, "portable", tmp_path / "mre.py")
-    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
-    result = subprocess.run(
-        [sys.executable, "mre.py"], cwd=tmp_path, env=environment, capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
     assert "output      (2, 8, 32) float32 on cpu" in result.stdout
 
 

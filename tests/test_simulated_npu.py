@@ -46,47 +46,79 @@ CANN_STATES = {
 }
 
 
-@pytest.fixture(params=CANN_STATES)
-def half_sourced_cann(request, tmp_path, monkeypatch) -> tuple[dict[str, str], str]:
-    """The environment of one half-sourced CANN, and the state its reason must name."""
-    folders, opp_set, state = CANN_STATES[request.param]
-    root = tmp_path / "Ascend" / "cann"
-    for folder in folders or ():
-        (root / folder).mkdir(parents=True)
-    if folders is not None:
-        root.mkdir(parents=True, exist_ok=True)
-    env = {"ASCEND_HOME_PATH": str(root)}
-    if opp_set:
-        env["ASCEND_OPP_PATH"] = str(root / "opp")
-    else:
-        monkeypatch.delenv("ASCEND_OPP_PATH", raising=False)  # run_in passes os.environ on
-    return env, state.format(root=root)
+# Every state in one process (one torch import): the stand-in is imported afresh for each.
+CANN_BATCH = """\
+import contextlib, io, json, os, sys
+from {package}.mre import infer_one_step
+from {package}.toolkit import backend, doctor
+
+results = {{}}
+for name, env in json.loads(sys.argv[1]).items():
+    for variable in ("ASCEND_HOME_PATH", "ASCEND_OPP_PATH"):
+        os.environ.pop(variable, None)
+    os.environ.update(env)
+    for module in [m for m in sys.modules if m.split(".")[0] == "torch_npu"]:
+        del sys.modules[module]
+    backend.npu_status.cache_clear()
+    mre = io.StringIO()
+    with contextlib.redirect_stdout(mre):
+        infer_one_step()
+    report = io.StringIO()
+    with contextlib.redirect_stdout(report):
+        code = doctor.main(["--json"])
+    results[name] = {{"mre": mre.getvalue(), "doctor": [code, report.getvalue()]}}
+print("RESULTS " + json.dumps(results))
+"""
 
 
-def test_half_sourced_cann_mre_falls_back_with_the_reason(baked, half_sourced_cann):
-    """The MRE runs on the stand-in and its reason names the CANN variable and the fix."""
-    env, state = half_sourced_cann
+@pytest.fixture(scope="module")
+def half_sourced_runs(baked, tmp_path_factory) -> dict[str, tuple[str, str, int, dict]]:
+    """For each half-sourced CANN state: what its reason must say, the MRE's report, the doctor's
+    exit code and JSON report, from one process that runs them all."""
+    states, expected = {}, {}
+    for name, (folders, opp_set, state) in CANN_STATES.items():
+        root = tmp_path_factory.mktemp(name) / "Ascend" / "cann"
+        for folder in folders or ():
+            (root / folder).mkdir(parents=True)
+        if folders is not None:
+            root.mkdir(parents=True, exist_ok=True)
+        states[name] = {"ASCEND_HOME_PATH": str(root)}
+        if opp_set:
+            states[name]["ASCEND_OPP_PATH"] = str(root / "opp")
+        expected[name] = state.format(root=root)
     project = baked()
-    result = run_tool(project, "mre", PYTHONPATH=with_stand_in(project, HALF_SOURCED), **env)
-    assert result.returncode == 0, result.stderr
+    script = CANN_BATCH.format(package=package_of(project))
+    result = run_in(
+        project, "-c", script, json.dumps(states), PYTHONPATH=with_stand_in(project, HALF_SOURCED)
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Traceback" not in result.stderr
-    (backend_line,) = (line for line in result.stdout.splitlines() if line.startswith("backend"))
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULTS ")]
+    runs = json.loads(line.removeprefix("RESULTS "))
+    return {
+        name: (expected[name], run["mre"], run["doctor"][0], json.loads(run["doctor"][1]))
+        for name, run in runs.items()
+    }
+
+
+@pytest.mark.parametrize("state", CANN_STATES)
+def test_half_sourced_cann_mre_falls_back_with_the_reason(half_sourced_runs, state):
+    """The MRE runs on the stand-in and its reason names the CANN variable and the fix."""
+    reason, report, _, _ = half_sourced_runs[state]
+    (backend_line,) = (line for line in report.splitlines() if line.startswith("backend"))
     assert "aot_eager" in backend_line
-    assert f"CANN is half-sourced: {state}" in backend_line
+    assert f"CANN is half-sourced: {reason}" in backend_line
     assert "set_env.sh" in backend_line
 
 
-def test_half_sourced_cann_doctor_fails_with_the_fix(baked, half_sourced_cann):
-    """The doctor's torch_npu check FAILs naming the CANN state, with a fix; exit 1, no traceback."""
-    env, state = half_sourced_cann
-    project = baked()
-    result = run_tool(project, "doctor", "--json", PYTHONPATH=with_stand_in(project, HALF_SOURCED), **env)
-    assert "Traceback" not in result.stderr
-    report = json.loads(result.stdout)
-    assert (result.returncode, report["verdict"]) == (1, 1)
+@pytest.mark.parametrize("state", CANN_STATES)
+def test_half_sourced_cann_doctor_fails_with_the_fix(half_sourced_runs, state):
+    """The doctor's torch_npu check FAILs naming the CANN state, with a fix; exit 1."""
+    reason, _, code, report = half_sourced_runs[state]
+    assert (code, report["verdict"]) == (1, 1)
     (check,) = (check for check in report["checks"] if check["name"] == "torch_npu")
     assert check["status"] == "FAIL"
-    assert f"CANN is half-sourced: {state}" in check["detail"]
+    assert f"CANN is half-sourced: {reason}" in check["detail"]
     assert "set_env.sh" in check["fix"]
 
 
