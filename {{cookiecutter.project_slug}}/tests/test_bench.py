@@ -1,11 +1,14 @@
 """bench: eager against graph mode, outputs checked first, timings summarized, recompiles named."""
 
+import contextlib
+import io
 import json
 
 import pytest
 import torch
 from torch.utils._pytree import tree_map_only
 
+from conftest import MreFailure
 from {{ cookiecutter.package_name }}.model import example_inputs
 from {{ cookiecutter.package_name }}.toolkit import bench
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, Backend, select_backend
@@ -39,14 +42,36 @@ def isolated(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
 
 
-# Tests that take mre_run time your model in graph mode: if it cannot compile, they skip, and
-# test_mre.py reports why, once.
+def bench_run(mre_attempt, folder, *args: str) -> tuple[int, str, str]:
+    """main(FAST + args) run in `folder`: exit code, stdout and stderr.
+
+    Skips if the MRE failed: test_mre.py reports that once.
+    """
+    if isinstance(mre_attempt, MreFailure):
+        pytest.skip("the MRE failed: see test_mre_runs_in_graph_mode")
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        contextlib.chdir(folder),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        code = bench.main([*FAST, *args])
+    return code, out.getvalue(), err.getvalue()
 
 
-def run_json(capsys, *args: str) -> dict:
-    """main() with fast settings and --json, and the object it printed."""
-    assert bench.main([*FAST, "--json", *args]) == 0
-    return json.loads(capsys.readouterr().out)
+# One run of each kind serves every test that reads it: each run compiles your model again.
+@pytest.fixture(scope="module")
+def json_result(mre_attempt, tmp_path_factory) -> dict:
+    code, out, _ = bench_run(mre_attempt, tmp_path_factory.mktemp("bench"), "--json")
+    assert code == 0
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def table_run(mre_attempt, tmp_path_factory) -> tuple[str, str]:
+    code, out, err = bench_run(mre_attempt, tmp_path_factory.mktemp("bench"))
+    assert code == 0
+    return out, err
 
 
 def fabricated_run(before: dict, after: dict) -> bench.Run:
@@ -62,18 +87,17 @@ def summarize(run: bench.Run) -> dict:
     return bench.summarize(Backend("aot_eager", "cpu", "a test"), example_inputs(), 1, 0.5, run)
 
 
-def test_json_is_one_object_with_every_field(capsys, mre_run):
+def test_json_is_one_object_with_every_field(json_result):
     """--json prints a single object holding every documented field."""
-    result = run_json(capsys)
-    assert set(result) >= FIELDS
+    assert set(json_result) >= FIELDS
     for mode in ("eager", "graph"):
-        assert set(result[mode]) >= {"p50_ms", "p95_ms", "mean_ms"}
-    assert set(result["speedup"]) >= {"median", "p25", "p75"}
+        assert set(json_result[mode]) >= {"p50_ms", "p95_ms", "mean_ms"}
+    assert set(json_result["speedup"]) >= {"median", "p25", "p75"}
 
 
-def test_json_values_are_sane(capsys, mre_run):
+def test_json_values_are_sane(json_result):
     """The outputs match, nothing recompiles, and every time and ratio is positive and ordered."""
-    result = run_json(capsys)
+    result = json_result
     backend = select_backend()
     assert (result["backend"], result["reason"]) == (backend.name, backend.reason)
     inputs = describe_tree(to_device(example_inputs(), backend.device))
@@ -89,25 +113,60 @@ def test_json_values_are_sane(capsys, mre_run):
     assert 0 < speedup["p25"] <= speedup["median"] <= speedup["p75"]
 
 
-def test_table_names_the_backend_and_why(capsys, mre_run):
+def test_table_names_the_backend_and_why(table_run):
     """The table's backend row gives the backend select_backend() picks and its reason."""
-    assert bench.main(FAST) == 0
     backend = select_backend()
-    assert f"backend     {backend.name} ({backend.reason})" in capsys.readouterr().out
+    assert f"backend     {backend.name} ({backend.reason})" in table_run[0]
 
 
-def test_table_flags_the_stand_in_off_npu(capsys, mre_run):
+def test_table_flags_the_stand_in_off_npu(table_run):
     """Unless npugraph_ex ran, a note says the numbers do not predict NPU speed."""
-    assert bench.main(FAST) == 0
-    note = "do not predict NPU speed" in capsys.readouterr().out
+    note = "do not predict NPU speed" in table_run[0]
     assert note is not select_backend().is_npugraph_ex
 
 
-def test_backend_flag_is_honoured(capsys, mre_run):
+def test_no_progress_line_off_a_terminal(table_run):
+    """With stderr not a terminal, bench writes no progress line there."""
+    assert "\r" not in table_run[1]
+
+
+def test_backend_flag_is_honoured(mre_attempt, tmp_path):
     """--backend eager times the eager backend as graph mode, and says it was forced."""
-    result = run_json(capsys, "--backend", "eager")
+    code, out, _ = bench_run(mre_attempt, tmp_path, "--json", "--backend", "eager")
+    assert code == 0
+    result = json.loads(out)
     assert result["backend"] == "eager"
     assert f"forced by {BACKEND_ENV}" in result["reason"]
+
+
+SCALE = {"value": 1.0}
+
+
+class ReadsAGlobal(torch.nn.Module):
+    """Dynamo guards on SCALE's value: change it, and the next call recompiles."""
+
+    def forward(self, x):
+        return x * SCALE["value"]
+
+
+def test_a_real_recompile_while_timing_is_reported(capsys, monkeypatch):
+    """A graph that really recompiles during the timed loop is named in the result."""
+    model = ReadsAGlobal()
+    graph = torch.compile(model, backend="aot_eager", fullgraph=True, dynamic=False)
+    monkeypatch.setattr(bench, "build", lambda backend: (model, graph, (torch.ones(3),)))
+    time_call = bench.time_call
+
+    def recompiling_time_call(fn, dummy_input, device):
+        SCALE["value"] += 1  # the next graph call fails its guard and compiles again
+        return time_call(fn, dummy_input, device)
+
+    monkeypatch.setattr(bench, "time_call", recompiling_time_call)
+    monkeypatch.setitem(SCALE, "value", 1.0)
+    torch._dynamo.reset()
+    assert bench.main([*FAST, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "stats.unique_graphs" in json.loads(captured.out)["recompiled"]
+    assert "recompiled or recaptured" in captured.err
 
 
 def test_unknown_backend_exits_2(capsys):
@@ -133,12 +192,6 @@ def test_outputs_that_differ_stop_the_run(capsys, monkeypatch):
     captured = capsys.readouterr()
     assert "does not match eager" in captured.err
     assert json.loads(captured.out)["outputs_match"] is False
-
-
-def test_no_progress_line_off_a_terminal(capsys, mre_run):
-    """With stderr not a terminal, bench writes no progress line there."""
-    assert bench.main(FAST) == 0
-    assert "\r" not in capsys.readouterr().err
 
 
 def test_speedup_is_the_median_ratio_with_its_iqr():
