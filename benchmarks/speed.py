@@ -1,4 +1,4 @@
-"""Time what users wait for: a bake, a baked project's test suite, and `import torch` to compare with.
+"""Time what users wait for: a bake, a baked project's MRE and test suite, and `import torch`.
 
 Run with `nox -s speed` (or `python benchmarks/speed.py [repeats]`). Prints medians; asserts nothing,
 since timings belong in notes and reviews, not in tests.
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from conftest import CHOICES, bake, run_in
+from conftest import CHOICES, bake, package_of, run_in
 
 
 def median_seconds(action, repeats: int) -> float:
@@ -43,13 +43,17 @@ def main(repeats: int) -> None:
         print(f"bake (default answers, in-process)    {seconds:6.2f} s")
         for mode in CHOICES["mode"]:
             project = bake_fresh(mode=mode)
-            seconds = median_seconds(
+            mre = median_seconds(
+                lambda project=project: run_in(project, "-m", f"{package_of(project)}.mre"), repeats
+            )
+            suite = median_seconds(
                 lambda project=project: run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
                 repeats,
             )
+            print(f"MRE run, {mode:<14}               {mre:6.2f} s")
             print(
-                f"project tests, {mode:<14}         {seconds:6.2f} s"
-                f"  = {seconds / import_torch:.1f} x import torch"
+                f"project tests, {mode:<14}         {suite:6.2f} s"
+                f"  = {suite / mre:.2f} x its MRE run, {suite / import_torch:.1f} x import torch"
             )
 
 

@@ -21,12 +21,18 @@ def in_tmp_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def run_once() -> None:
+class Plain(nn.Module):
+    """A module with an ordinary forward(): what cache_compile does is the same for any model."""
+
+    def forward(self, x):
+        return x * 2
+
+
+def run_once(model: nn.Module) -> None:
     device = select_backend().device
-    torch.manual_seed(0)
-    model = CachedModel(build_model().to(device).eval())
+    wrapped = CachedModel(model.to(device).eval())
     with torch.no_grad():
-        model(*to_device(example_inputs(), device))
+        wrapped(torch.ones(3, device=device))
 
 
 def test_forward_docstring_explains_the_cache_settings():
@@ -37,23 +43,16 @@ def test_forward_docstring_explains_the_cache_settings():
 
 def test_a_plain_module_runs_compiled(in_tmp_dir):
     """A model with an ordinary forward() is compiled, not run eagerly behind the wrapper."""
-
-    class Plain(nn.Module):
-        def forward(self, x):
-            return x * 2
-
     torch._dynamo.reset()
-    wrapped = CachedModel(Plain())
-    with torch.no_grad():
-        wrapped(torch.ones(3))
+    run_once(Plain())
     assert _debug_get_cache_entry_list(CachedModel._forward.__code__)
 
 
 def test_a_second_instance_starts_from_a_clean_dynamo(in_tmp_dir):
     """A second CachedModel resets Dynamo, so cache_compile never sees it as a recompile."""
-    run_once()
+    run_once(Plain())
     assert _debug_get_cache_entry_list(CachedModel._forward.__code__)
-    CachedModel(build_model())
+    CachedModel(Plain())
     assert _debug_get_cache_entry_list(CachedModel._forward.__code__) == []
 
 
@@ -61,7 +60,7 @@ def test_stand_in_says_no_cache_is_written(in_tmp_dir, caplog, monkeypatch):
     """With the stand-in the model still runs as one graph, writes nothing, and says so in one line."""
     monkeypatch.setenv(BACKEND_ENV, "aot_eager")
     with caplog.at_level(logging.WARNING):
-        run_once()
+        run_once(Plain())
     assert "no persistent cache is written" in caplog.text
     assert not (in_tmp_dir / CACHE_DIR).exists()
 
@@ -70,7 +69,10 @@ def test_stand_in_says_no_cache_is_written(in_tmp_dir, caplog, monkeypatch):
 def test_cache_files_are_written_owner_only(in_tmp_dir):
     """On an NPU the first run writes compiled_module files, mode 0600, under CACHE_DIR."""
     assert npu_status()[0]
-    run_once()
+    torch.manual_seed(0)
+    model = CachedModel(build_model().to("npu").eval())
+    with torch.no_grad():
+        model(*to_device(example_inputs(), "npu"))
     written = list((in_tmp_dir / CACHE_DIR).rglob("compiled_module"))
     assert written, f"no compiled_module under {CACHE_DIR}"
     for path in written:
