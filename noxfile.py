@@ -1,4 +1,5 @@
-"""Tasks for the template repository: `nox -s demo`, `nox -s tests`, `nox -s lint`, `nox -s speed`."""
+"""Tasks for the template repository: `nox -s demo`, `nox -s tests`, `nox -s lint`, `nox -s speed`,
+`nox -s mutations`."""
 
 from __future__ import annotations
 
@@ -66,3 +67,10 @@ def speed(session: nox.Session) -> None:
     """Time the things users wait for: a bake, a generated project's tests, `import torch`."""
     session.install(*TEST_DEPENDENCIES)
     session.run("python", "benchmarks/speed.py", *session.posargs)
+
+
+@nox.session
+def mutations(session: nox.Session) -> None:
+    """Plant each bug of tests/mutations.py in a scratch copy and check that its tests catch it."""
+    session.install(*TEST_DEPENDENCIES)
+    session.run("python", "tests/mutations.py", *session.posargs)

@@ -93,6 +93,8 @@ def test_replay_bakes_the_same_project_again(tmp_path):
         output_dir=str(tmp_path / "again"),
         config_file=str(isolated_config(tmp_path / "first")),
     )
-    for path in first.rglob("*"):
-        if path.is_file():
-            assert (Path(replayed) / path.relative_to(first)).read_text() == path.read_text()
+    first_files = {path.relative_to(first) for path in first.rglob("*") if path.is_file()}
+    replayed_files = {path.relative_to(replayed) for path in Path(replayed).rglob("*") if path.is_file()}
+    assert replayed_files == first_files  # nothing missing, nothing extra
+    for relative in first_files:
+        assert (Path(replayed) / relative).read_text() == (first / relative).read_text()

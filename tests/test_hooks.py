@@ -54,6 +54,7 @@ BAD_ANSWERS = {
     "project_slug with a space": ("project_slug", "my project", "folder and distribution name"),
     "author_email without @": ("author_email", "nobody", "email address"),
     "author_email in angle brackets": ("author_email", "<you@example.com>", "email address"),
+    "author_email with a non-ASCII domain": ("author_email", "you@exämple.com", "non-ASCII characters"),
     "cache_dir with ./": ("cache_dir", "./npu_cache", "written plainly"),
 }
 

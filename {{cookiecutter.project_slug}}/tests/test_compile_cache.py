@@ -1,12 +1,14 @@
 """cache_compile: any model runs compiled through CachedModel; off NPU no cache is written."""
 
 import logging
+import re
 import stat
 
 import pytest
 import torch
 from torch import nn
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+from torch._dynamo.utils import counters
 
 from {{ cookiecutter.package_name }}.model import build_model, example_inputs
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, npu_status, select_backend
@@ -46,6 +48,26 @@ def test_a_plain_module_runs_compiled(in_tmp_dir):
     torch._dynamo.reset()
     run_once(Plain())
     assert _debug_get_cache_entry_list(CachedModel._forward.__code__)
+
+
+def test_shapes_are_static_each_shape_its_own_graph(in_tmp_dir):
+    """dynamic=False: three input lengths compile three graphs, each for its fixed size."""
+
+    class Plain(nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    torch._dynamo.reset()
+    wrapped = CachedModel(Plain())
+    graphs_before = counters["stats"]["unique_graphs"]
+    with torch.no_grad():
+        for length in (3, 5, 7):
+            wrapped(torch.ones(length, device=select_backend().device))
+    assert counters["stats"]["unique_graphs"] - graphs_before == 3
+    entries = _debug_get_cache_entry_list(CachedModel._forward.__code__)
+    guards = "\n".join(str(entry.guard_manager) for entry in entries)
+    # A tensor guard lists a dynamic dimension as None: size=[None] instead of size=[3].
+    assert re.findall(r"size=\[[^\]]*None", guards) == [], "symbolic sizes in a guard"
 
 
 def test_a_second_instance_starts_from_a_clean_dynamo(in_tmp_dir):

@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}.op_reference import reference
 {%- else %}
 from {{ cookiecutter.package_name }}.custom_op import reference
 {%- endif %}
-from {{ cookiecutter.package_name }}.toolkit.backend import STAND_IN
+from {{ cookiecutter.package_name }}.toolkit.backend import STAND_IN, select_backend
 
 OP = torch.ops.{{ cookiecutter.__op_ns }}.{{ cookiecutter.__op }}
 {%- if op_plugin %}
@@ -24,15 +24,52 @@ shape_function = custom_op.{{ cookiecutter.__op.rstrip("_") }}_fake
 {%- endif %}
 SHAPES = [(7,), (2, 8, 32), (3, 1, 5, 4)]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# Where the model runs: the NPU where npugraph_ex runs, the CPU elsewhere.
+DEVICE = select_backend().device
+# Known values, fixed independently of any kernel: the op adds y to x.
+X = [1.0, 2.0, -3.0]
+Y = [10.0, 0.5, 3.0]
+X_PLUS_Y = [11.0, 2.5, 0.0]
 
 
 def pair(shape=(2, 8, 32), dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.randn(shape, dtype=dtype), torch.randn(shape, dtype=dtype)
+    return (
+        torch.randn(shape, dtype=dtype, device=DEVICE),
+        torch.randn(shape, dtype=dtype, device=DEVICE),
+    )
+
+
+def known_pair() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.tensor(X, device=DEVICE), torch.tensor(Y, device=DEVICE)
+
+
+def expected_sum() -> torch.Tensor:
+    return torch.tensor(X_PLUS_Y, device=DEVICE)
 
 
 def test_opcheck_passes():
     """torch.library.opcheck: schema, fake tensor, autograd registration and AOT dispatch agree."""
     torch.library.opcheck(OP.default, pair())
+
+
+{%- if op_plugin %}
+
+
+def test_meta_kernel_is_registered_on_the_op():
+    """npu::{{ cookiecutter.op_name }} has its own Meta kernel, not only the stand-in's CompositeExplicitAutograd one."""
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(OP.default.name(), "Meta")
+
+
+def test_meta_kernel_is_the_one_meta_registrations_registers():
+    """The Meta kernel the dispatcher holds for the op was registered by meta_registrations.py."""
+    meta_lines = [
+        line
+        for line in torch._C._dispatch_dump(OP.default.name()).splitlines()
+        if line.startswith("Meta:")
+    ]
+    assert meta_lines, "no Meta kernel on the op"
+    assert meta_registrations.__file__ in meta_lines[0]
+{%- endif %}
 
 
 def test_{{ "meta" if op_plugin else "fake" }}_function_parameters_match_the_schema():
@@ -51,6 +88,31 @@ def test_fake_run_returns_nothing_and_keeps_x(shape, dtype):
         fake_x = mode.from_tensor(x)
         assert OP(fake_x, mode.from_tensor(y)) is None
         assert (fake_x.shape, fake_x.dtype) == (x.shape, x.dtype)
+
+
+def test_eager_call_adds_y_into_x_known_values():
+    """In eager mode the op writes x + y into x: fixed inputs, fixed expected values."""
+    x, y = known_pair()
+    assert OP(x, y) is None
+    torch.testing.assert_close(x, expected_sum())
+
+
+def test_reference_adds_y_into_x_known_values():
+    """The plain-torch reference computes x += y: fixed inputs, fixed expected values."""
+    x, y = known_pair()
+    reference(x, y)
+    torch.testing.assert_close(x, expected_sum())
+
+
+def test_compiled_call_adds_y_into_x_known_values():
+    """Compiled as one graph, the op still writes x + y into the caller's x."""
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> None:
+        OP(x, y)
+
+    x, y = known_pair()
+    torch.compile(step, backend=STAND_IN, fullgraph=True, dynamic=False)(x, y)
+    torch.testing.assert_close(x, expected_sum())
 
 
 def test_eager_call_mutates_x_like_the_reference():
@@ -89,6 +151,22 @@ def test_fake_output_matches_the_kernel(shape, dtype):
     assert (fake.shape, fake.dtype) == (real.shape, real.dtype)
 
 
+def test_eager_call_adds_known_values():
+    """In eager mode the op returns x + y: fixed inputs, fixed expected values."""
+    torch.testing.assert_close(OP(*known_pair()), expected_sum())
+
+
+def test_reference_adds_known_values():
+    """The plain-torch reference returns x + y: fixed inputs, fixed expected values."""
+    torch.testing.assert_close(reference(*known_pair()), expected_sum())
+
+
+def test_compiled_call_adds_known_values():
+    """Compiled as one graph, the op returns x + y."""
+    compiled = torch.compile(OP, backend=STAND_IN, fullgraph=True, dynamic=False)
+    torch.testing.assert_close(compiled(*known_pair()), expected_sum())
+
+
 def test_eager_call_equals_the_reference():
     """In eager mode the op computes the reference result."""
     x, y = pair()
@@ -104,4 +182,21 @@ def test_compiled_call_equals_eager():
     x, y = pair()
     compiled = torch.compile(step, backend=STAND_IN, fullgraph=True, dynamic=False)
     torch.testing.assert_close(compiled(x, y), step(x, y))
+{%- endif %}
+{%- if op_plugin %}
+
+
+@pytest.mark.npu
+def test_on_an_npu_the_op_comes_from_torch_npu():
+    """On an NPU torch_npu (rebuilt with the op) defines it: the development stand-in stays out."""
+    from {{ cookiecutter.package_name }}.toolkit import op_plugin
+
+    assert op_plugin._library is None
+{%- else %}
+
+
+@pytest.mark.npu
+def test_on_an_npu_the_npu_kernel_is_registered():
+    """On an NPU the op has a kernel of its own for NPU tensors (PrivateUse1), not only the reference."""
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(OP.default.name(), "PrivateUse1")
 {%- endif %}

@@ -12,6 +12,7 @@ from {{ cookiecutter.package_name }} import mre
 from {{ cookiecutter.package_name }}.model import build_model, example_inputs
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same, describe_tree, to_device
+from {{ cookiecutter.package_name }}.toolkit.report import NoGraphError, first_call
 
 FIXED_NAMES = {"config", "compiled_model", "dummy_input", "output"}
 
@@ -51,6 +52,22 @@ def test_mre_report_names_backend_reason_inputs_and_output(mre_run):
     assert f"input       {describe_tree(inputs)}" in report
     assert f"output      {describe_tree(mre_run.output)}" in report
     assert f"{mre_run.graphs} graph" in report
+
+
+def test_a_first_call_that_compiles_no_graph_raises():
+    """A first call that ran eagerly (no graph compiled) raises NoGraphError: the MRE must not pass."""
+    backend = select_backend()
+    with pytest.raises(NoGraphError, match="compiled no graph"), first_call(backend):
+        torch.ones(3, device=backend.device) * 2
+
+
+def test_a_first_call_that_compiles_a_graph_counts_it():
+    """A first call that compiles one graph passes and counts it."""
+    backend = select_backend()
+    compiled = torch.compile(lambda x: x * 2, backend=backend.name, fullgraph=True, dynamic=False)
+    with first_call(backend) as call:
+        compiled(torch.ones(3, device=backend.device))
+    assert call.graphs == 1
 
 
 def infer_one_step_ast() -> ast.FunctionDef:

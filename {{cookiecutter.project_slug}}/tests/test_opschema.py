@@ -145,6 +145,35 @@ def test_format_errors_name_line_and_op(tmp_path, entries, expected):
     assert finding.startswith(expected)
 
 
+def test_the_same_op_in_overlapping_version_ranges_is_listed_twice(tmp_path):
+    """Ranges that share one version ([v2.1, v2.6] and [v2.6, v2.7]) are a duplicate, not only identical ones."""
+    entries = """\
+        - func: a(Tensor x) -> Tensor
+          op_api: [v2.1, v2.6]
+        - func: a(Tensor x, int k) -> Tensor
+          op_api: [v2.6, v2.7]
+    """
+    (finding,) = findings(tmp_path, entries)
+    assert finding.startswith("5: a: listed twice for the same versions (first at line 3)")
+
+
+def test_a_format_error_exits_1_without_strict(tmp_path, capsys):
+    """A fault that breaks the torch_npu build fails the command as it is, --strict or not."""
+    path = tmp_path / "f"
+    path.write_text(HEADER + "- func: a(Tensr x) -> Tensor\n")
+    assert opschema.main([str(path)]) == 1
+    assert opschema.main(["--strict", str(path)]) == 1
+    assert "func is not a valid schema" in capsys.readouterr().out
+
+
+def test_a_clean_file_exits_0(tmp_path, capsys):
+    """A file with no finding passes, and prints no finding."""
+    path = tmp_path / "f"
+    path.write_text(HEADER + "- func: a(Tensor x) -> Tensor\n  op_api: all_version\n")
+    assert opschema.main([str(path)]) == 0
+    assert capsys.readouterr().out == ""
+
+
 def test_unknown_section_is_an_error(tmp_path):
     """A section op-plugin does not know is reported on its own line."""
     (finding,) = findings(tmp_path, "- func: a(Tensor x) -> Tensor\ncustoms:\n")

@@ -1,0 +1,365 @@
+"""Planted bugs, and the tests that must catch each: run with `nox -s mutations`.
+
+A test proves only what it can fail on. Each mutation below is a bug in one template file (its
+exact old text, which must occur once, and the new text) with the tests that should catch it:
+pytest arguments for the generated project's suite on a bake with the given answers, or, with
+`bake=None`, for the template's own suite. The engine plants each one alone in a scratch copy of
+the template (never this checkout), bakes it in-process, runs only those tests with `-x`, and
+prints `planted → caught?`. It exits 1 if a mutation survives, if its old text is not found
+exactly once (so the list cannot rot), or if the tests fail on the unmutated template already.
+
+    python tests/mutations.py [NAME_SUBSTRING ...]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+TEMPLATE = Path(__file__).resolve().parents[1]
+PROJECT = "{{cookiecutter.project_slug}}"
+PACKAGE = f"{PROJECT}/src/{{{{cookiecutter.package_name}}}}"
+TOOLKIT = f"{PACKAGE}/toolkit"
+
+DEFAULT: dict[str, str] = {}
+CACHE_OP_PLUGIN_IN_PLACE = {"mode": "cache_compile", "custom_op": "in_place", "op_registration": "op_plugin"}
+OUT_OF_PLACE = {"custom_op": "out_of_place"}
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    path: str
+    """The mutated file, relative to the template's root."""
+    old: str
+    new: str
+    tests: str
+    """pytest arguments (files, -k) that must fail once the mutation is planted."""
+    bake: dict[str, str] | None = None
+    """Answers to bake, whose own suite runs `tests`; None: the template's suite runs them."""
+
+
+MUTATIONS = (
+    # npugraph_ex mode: the default bake.
+    Mutation(
+        "mre compiles with fullgraph=False",
+        f"{PACKAGE}/mre.py",
+        "        fullgraph=True,",
+        "        fullgraph=False,",
+        "tests/test_graph.py -k graph_break",
+        DEFAULT,
+    ),
+    Mutation(
+        "first_call never raises NoGraphError",
+        f"{TOOLKIT}/report.py",
+        "    if call.graphs == 0 and not loaded_from_cache:",
+        "    if False:",
+        "tests/test_mre.py -k no_graph",
+        DEFAULT,
+    ),
+    Mutation(
+        "to_device accepts inputs that are not a tuple",
+        f"{TOOLKIT}/contract.py",
+        "    if not isinstance(inputs, tuple):",
+        "    if False:",
+        "tests/test_doctor.py -k not_a_tuple",
+        DEFAULT,
+    ),
+    Mutation(
+        "check exits 0 on a graph break",
+        f"{TOOLKIT}/check.py",
+        "    result.verdict = 1 if problems else 0",
+        "    result.verdict = 0",
+        "tests/test_check.py -k graph_break",
+        DEFAULT,
+    ),
+    Mutation(
+        "doctor exits 1 although graph mode runs",
+        f"{TOOLKIT}/doctor.py",
+        '        return 0, "the MRE runs in graph mode (npugraph_ex) here"',
+        '        return 1, "the MRE runs in graph mode (npugraph_ex) here"',
+        "tests/test_doctor.py -k verdict",
+        DEFAULT,
+    ),
+    Mutation(
+        "every SoC captures aclgraphs",
+        f"{TOOLKIT}/backend.py",
+        '    a2 = soc[:11] in {"Ascend910B1",',
+        '    return True\n    a2 = soc[:11] in {"Ascend910B1",',
+        "tests/test_backend.py -k soc",
+        DEFAULT,
+    ),
+    Mutation(
+        "bench misses a recompile while timing",
+        f"{TOOLKIT}/bench.py",
+        "    run.counters_after = counter_snapshot()",
+        "    run.counters_after = dict(run.counters_before)",
+        "tests/test_bench.py -k real_recompile",
+        DEFAULT,
+    ),
+    Mutation(
+        "npu export compiles with fullgraph=False",
+        f"{TOOLKIT}/export.py",
+        '    ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),',
+        '    ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),\n    ("fullgraph=True", "fullgraph=False"),',
+        "tests/test_export.py -k npu_target",
+        DEFAULT,
+    ),
+    # cache_compile mode, with an in-place op-plugin operator.
+    Mutation(
+        "cache_compile stand-in compiles with fullgraph=False",
+        f"{TOOLKIT}/compile_cache.py",
+        "backend=backend.name, fullgraph=True, dynamic=dynamic)",
+        "backend=backend.name, fullgraph=False, dynamic=dynamic)",
+        "tests/test_graph.py tests/test_compile_cache.py -k graph_break",
+        CACHE_OP_PLUGIN_IN_PLACE,
+    ),
+    Mutation(
+        "CachedModel compiles with dynamic=True",
+        f"{TOOLKIT}/compile_cache.py",
+        "cache_compile(self._forward, dynamic=False, cache_dir=cache_dir)",
+        "cache_compile(self._forward, dynamic=True, cache_dir=cache_dir)",
+        "tests/test_compile_cache.py -k static",
+        CACHE_OP_PLUGIN_IN_PLACE,
+    ),
+    Mutation(
+        "CachedModel no longer resets Dynamo for a second instance",
+        f"{TOOLKIT}/compile_cache.py",
+        "            torch._dynamo.reset()",
+        "            pass",
+        "tests/test_compile_cache.py -k second_instance",
+        CACHE_OP_PLUGIN_IN_PLACE,
+    ),
+    Mutation(
+        "op-plugin Meta function not registered",
+        f"{PACKAGE}/meta_registrations.py",
+        '@impl(m, "{{ cookiecutter.op_name }}")\n',
+        "",
+        "tests/test_custom_op.py -k meta",
+        CACHE_OP_PLUGIN_IN_PLACE,
+    ),
+    Mutation(
+        "op-plugin reference kernel subtracts (in place)",
+        f"{PACKAGE}/op_reference.py",
+        "    x.add_(y)",
+        "    x.sub_(y)",
+        "tests/test_custom_op.py -k known_values",
+        CACHE_OP_PLUGIN_IN_PLACE,
+    ),
+    Mutation(
+        "opschema errors exit 0 unless --strict",
+        f"{TOOLKIT}/opschema.py",
+        "if arguments.strict or not finding.graph_mode]",
+        "if arguments.strict]",
+        "tests/test_opschema.py -k exit",
+        CACHE_OP_PLUGIN_IN_PLACE,
+    ),
+    Mutation(
+        "opschema counts only identical version sets as duplicates",
+        f"{TOOLKIT}/opschema.py",
+        "            if versions & first_versions:",
+        "            if versions == first_versions:",
+        "tests/test_opschema.py -k twice",
+        CACHE_OP_PLUGIN_IN_PLACE,
+    ),
+    # A torch.library out-of-place operator, npugraph_ex mode.
+    Mutation(
+        "torch.library reference kernel subtracts",
+        f"{PACKAGE}/custom_op.py",
+        "    return x + y",
+        "    return x - y",
+        "tests/test_custom_op.py -k known_values",
+        OUT_OF_PLACE,
+    ),
+    Mutation(
+        "export leaves out the definitions of a user module",
+        f"{TOOLKIT}/export.py",
+        '            if name.startswith(f"{TOOLKIT}.") and not side_effect(definition):',
+        "            if not side_effect(definition):",
+        "tests/test_export.py -k portable_export_runs",
+        OUT_OF_PLACE,
+    ),
+    # The template's own suite: the hooks, and the doctor on a simulated NPU.
+    Mutation(
+        "doctor exits 1 on a simulated capturing SoC",
+        f"{TOOLKIT}/doctor.py",
+        '        return 0, "the MRE runs in graph mode (npugraph_ex) here"',
+        '        return 1, "the MRE runs in graph mode (npugraph_ex) here"',
+        "tests/test_simulated_npu.py -k capturing_soc_doctor",
+    ),
+    Mutation(
+        "pre-gen hook accepts a non-ASCII email domain",
+        "hooks/pre_gen_project.py",
+        "    if not email.isascii():",
+        "    if False:",
+        "tests/test_hooks.py -k 'bad_answer and ASCII'",
+    ),
+)
+
+
+def problems_with(mutations: Iterable[Mutation], root: Path = TEMPLATE) -> list[str]:
+    """Why mutations cannot be planted in the template at `root`: an old text not there exactly once."""
+    found = []
+    for mutation in mutations:
+        count = (root / mutation.path).read_text().count(mutation.old)
+        if count != 1:
+            found.append(f"{mutation.name}: old text found {count} times in {mutation.path}")
+        if mutation.old == mutation.new:
+            found.append(f"{mutation.name}: old and new text are the same")
+    return found
+
+
+def copy_template(destination: Path) -> Path:
+    ignore = shutil.ignore_patterns(
+        ".git", ".nox", ".venv", "build", "__pycache__", ".*_cache", ".hypothesis"
+    )
+    return Path(shutil.copytree(TEMPLATE, destination, ignore=ignore))
+
+
+def bake(template: Path, workdir: Path, answers: dict[str, str]) -> Path:
+    """Bake `template` with `answers` into workdir, with a config file of its own (no user config)."""
+    from cookiecutter.main import cookiecutter
+
+    workdir.mkdir(parents=True)
+    config = workdir / "config.yaml"
+    config.write_text(
+        json.dumps({"cookiecutters_dir": str(workdir / "cc"), "replay_dir": str(workdir / "replay")})
+    )
+    # The post-gen hook, a subprocess, prints its next steps and notes to file descriptors 1 and 2:
+    # keep the table clean.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {descriptor: os.dup(descriptor) for descriptor in (1, 2)}
+    with Path(os.devnull).open("w") as devnull:
+        for descriptor in saved:
+            os.dup2(devnull.fileno(), descriptor)
+        try:
+            return Path(
+                cookiecutter(
+                    str(template),
+                    no_input=True,
+                    extra_context=answers,
+                    output_dir=str(workdir),
+                    config_file=str(config),
+                )
+            )
+        finally:
+            for descriptor, original in saved.items():
+                os.dup2(original, descriptor)
+                os.close(original)
+
+
+def run_tests(where: Path, tests: str, generated: bool) -> subprocess.CompletedProcess[str]:
+    """Run `tests` in a baked project (its own suite) or in the template copy (the template's)."""
+    environment = {
+        k: v for k, v in os.environ.items() if k not in {"NPUGRAPH_BACKEND", "TORCH_DEVICE_BACKEND_AUTOLOAD"}
+    }
+    environment |= {"PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+    options = ["-x", "-q", "-p", "no:cacheprovider"]
+    if generated:
+        environment |= {"PYTHONPATH": str(where / "src"), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    else:
+        options += ["-n", "0"]
+    command = [sys.executable, "-m", "pytest", *options, *shlex.split(tests)]
+    return subprocess.run(command, cwd=where, env=environment, capture_output=True, text=True, check=False)
+
+
+def union(tests: list[str]) -> str:
+    """One pytest selection that runs every test of the given selections (and maybe a few more)."""
+    files: dict[str, None] = {}
+    keywords = []
+    for selection in tests:
+        arguments = shlex.split(selection)
+        if "-k" in arguments:
+            index = arguments.index("-k")
+            keywords.append(f"({arguments[index + 1]})")
+            del arguments[index : index + 2]
+        else:
+            keywords.append("(not nothing_is_named_this)")
+        files.update(dict.fromkeys(arguments))
+    return shlex.join([*files, "-k", " or ".join(keywords)])
+
+
+def last_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def main(selected: list[str]) -> int:
+    mutations = [m for m in MUTATIONS if not selected or any(s in m.name for s in selected)]
+    rotten = problems_with(mutations)
+    for problem in rotten:
+        print(f"ROTTEN  {problem}")
+    groups: dict[str, list[Mutation]] = {}
+    for mutation in mutations:
+        key = "template suite" if mutation.bake is None else json.dumps(mutation.bake)
+        groups.setdefault(key, []).append(mutation)
+    rows: list[tuple[str, str, str]] = []
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="mutations-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        template = copy_template(scratch / "template")
+        counter = iter(range(10_000))
+
+        def run(mutation_bake: dict[str, str] | None, tests: str) -> subprocess.CompletedProcess[str]:
+            if mutation_bake is None:
+                return run_tests(template, tests, generated=False)
+            project = bake(template, scratch / f"bake{next(counter)}", mutation_bake)
+            try:
+                return run_tests(project, tests, generated=True)
+            finally:
+                shutil.rmtree(project.parent)
+
+        for key, group in groups.items():
+            group = [m for m in group if (template / m.path).read_text().count(m.old) == 1]
+            if not group:
+                continue
+            baseline = run(group[0].bake, union([m.tests for m in group]))
+            print(f"baseline  {key}: {last_line(baseline)}", flush=True)
+            for mutation in group:
+                if baseline.returncode != 0:
+                    rows.append((mutation.name, "NO: its tests fail unmutated", ""))
+                    continue
+                path = template / mutation.path
+                original = path.read_text()
+                path.write_text(original.replace(mutation.old, mutation.new))
+                clock = time.perf_counter()
+                try:
+                    result = run(mutation.bake, mutation.tests)
+                finally:
+                    path.write_text(original)
+                verdict = {0: "NO: survived", 1: "yes"}.get(
+                    result.returncode, f"NO: pytest exit {result.returncode}"
+                )
+                rows.append((mutation.name, verdict, f"{time.perf_counter() - clock:.0f} s"))
+                print(f"{verdict:<12} {mutation.name}  [{last_line(result)}]", flush=True)
+    width = max(len(name) for name, _, _ in rows) if rows else 10
+    print(f"\n{'planted':<{width}}  caught?  time  (variant, tests)")
+    by_name = {m.name: m for m in mutations}
+    for name, verdict, seconds in rows:
+        mutation = by_name[name]
+        where = (
+            "template"
+            if mutation.bake is None
+            else " ".join(f"{k}={v}" for k, v in mutation.bake.items()) or "default"
+        )
+        print(f"{name:<{width}}  {verdict:<7}  {seconds:>4}  ({where}; {mutation.tests})")
+    survivors = [name for name, verdict, _ in rows if verdict != "yes"]
+    print(
+        f"\n{len(rows) - len(survivors)} of {len(rows)} caught, {len(rotten)} rotten, "
+        f"in {time.perf_counter() - started:.0f} s"
+    )
+    return 1 if survivors or rotten else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
