@@ -188,7 +188,28 @@ MUTATIONS = (
         "tests/test_export.py -k portable_export_runs",
         OUT_OF_PLACE,
     ),
-    # The template's own suite: the hooks, and the doctor on a simulated NPU.
+    # The template's own suite: the hooks, the simulated NPU machines, your own models.
+    Mutation(
+        "backend probe lets a half-sourced CANN's bare Exception through",
+        f"{TOOLKIT}/backend.py",
+        "    except Exception as error:  # noqa: BLE001  (a half-sourced CANN raises a bare Exception)",
+        "    except (ImportError, OSError, RuntimeError) as error:",
+        "tests/test_simulated_npu.py -k half_sourced_cann_mre",
+    ),
+    Mutation(
+        "npugraph_ex's healthy warnings fail the project's tests",
+        f"{PROJECT}/pyproject.toml",
+        "  'default:::torch_npu(\\.|$)',\n",
+        "",
+        "tests/test_simulated_npu.py -k warning",
+    ),
+    Mutation(
+        "a graph break errors every test instead of failing one",
+        f"{PROJECT}/tests/conftest.py",
+        "            return MreFailure(error)",
+        "            raise",
+        "tests/test_own_models.py -k fails_once",
+    ),
     Mutation(
         "doctor exits 1 on a simulated capturing SoC",
         f"{TOOLKIT}/doctor.py",
