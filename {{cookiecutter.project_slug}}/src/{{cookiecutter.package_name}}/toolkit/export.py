@@ -281,13 +281,14 @@ class Bundler:
     def whole(self, name: str) -> None:
         self.enter(name)
         module = self.module(name)
-        self.check_module_names_unused(module)
+        self.refuse_module_objects(module)
         for definition in module.definitions:
             if name.startswith(f"{TOOLKIT}.") and not side_effect(definition):
                 continue  # the rest of a toolkit module travels only where it is needed
             self.emit(definition)
 
-    def check_module_names_unused(self, module: Module) -> None:
+    def refuse_module_objects(self, module: Module) -> None:
+        """A module object (`from . import layers`, then `layers.X`) has no place in one file."""
         for definition in module.definitions:
             used = {
                 local
@@ -339,9 +340,7 @@ class Bundler:
         elif name in module.external:
             statement = module.external[name]
             known = self.imports.setdefault(name, (statement, module.name))
-            if ast.dump(known[0]) != ast.dump(statement) and not same_binding(
-                known[0], statement, name
-            ):
+            if binding(known[0], name) != binding(statement, name):
                 raise BundleError(
                     f"`{name}` is imported differently in {known[1]} and {module.name}; "
                     "import it the same way in both"
@@ -364,12 +363,8 @@ def side_effect(definition: Definition) -> bool:
     return all(name.startswith("_") for name in definition.binds)
 
 
-def same_binding(first: ast.stmt, second: ast.stmt, name: str) -> bool:
-    """Whether two import statements bind `name` to the same thing."""
-    return binding(first, name) == binding(second, name)
-
-
 def binding(statement: ast.stmt, name: str) -> str:
+    """What an import statement binds `name` to: `torch.nn.functional`, `torch.nn`, ..."""
     for alias in statement.names:  # type: ignore[attr-defined]
         if (alias.asname or alias.name.split(".")[0]) == name:
             if isinstance(statement, ast.Import):
