@@ -1,3 +1,4 @@
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """Shared test setup: the `npu` marker, and the MRE run once for the whole suite."""
 
 # Before torch: the package switches off torch's device-backend autoload (see its __init__.py),
@@ -8,16 +9,25 @@ import {{ cookiecutter.package_name }}  # noqa: F401
 import contextlib
 import gc
 import io
+{%- if tp %}
+import os
+import subprocess
+{%- endif %}
 import sys
+{%- if tp %}
+from pathlib import Path
+{%- endif %}
 from typing import Any, NamedTuple
 
 import pytest
 import torch
 from torch._dynamo.utils import counters
 
+from {{ cookiecutter.package_name }}.model import build_model, example_inputs
 from {{ cookiecutter.package_name }}.mre import infer_one_step
-from {{ cookiecutter.package_name }}.toolkit.backend import npu_status
+from {{ cookiecutter.package_name }}.toolkit.backend import npu_status, select_backend
 from {{ cookiecutter.package_name }}.toolkit.check import error_frame
+from {{ cookiecutter.package_name }}.toolkit.contract import to_device
 
 # Hide what is imported so far (torch's large object graph) from the garbage collector: every full
 # collection, and pytest runs several, would walk it again, for over half a second in all.
@@ -73,6 +83,16 @@ def mre_run(mre_attempt: MreRun | MreFailure) -> MreRun:
     return mre_attempt
 
 
+def eager_output() -> Any:
+    """The model run without graph mode{{ " on one device, unsharded" if tp else "" }}, on the MRE's seeded weights and inputs."""
+    torch.manual_seed(0)
+    device = select_backend().device
+    model = build_model().to(device).eval()
+    dummy_input = to_device(example_inputs(), device)
+    with torch.no_grad():
+        return model(*dummy_input)
+
+
 def forget_torch_npu(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the next `import torch_npu` load afresh, and take what it loads away afterwards."""
     # setitem remembers that there was no entry; undoing it removes the stand-in the test loaded.
@@ -85,3 +105,53 @@ def short_error(error: BaseException) -> str:
     where = error_frame(error)
     message = "\n".join(str(error).strip().splitlines()[:12])
     return f"{type(error).__name__}: {message}" + (f"\n  at {where}" if where else "")
+{%- if tp %}
+
+
+RANKS = 2
+"""The ranks of the tensor-parallel tests: gloo on the CPU, or two NPUs."""
+RANKS_TIMEOUT = 600
+"""Seconds before a torchrun that hangs fails its test (two CPU ranks take about 15 s)."""
+WORKER = Path(__file__).with_name("two_ranks.py")
+
+
+class RanksRun(NamedTuple):
+    process: subprocess.CompletedProcess[str]
+    results: dict[int, dict[str, Any]]
+    """What each rank saved (two_ranks.py): its output and the graphs it compiled."""
+
+
+def needs_ranks() -> str | None:
+    """Why RANKS ranks cannot run here, or None: on an NPU machine, each rank needs its NPU."""
+    npu_ok, _ = npu_status()
+    if npu_ok and torch.npu.device_count() < RANKS:
+        return f"needs {RANKS} NPUs for {RANKS} ranks, and {torch.npu.device_count()} is visible"
+    return None
+
+
+def run_ranks(folder: Path, *arguments: str, env: dict[str, str] | None = None) -> RanksRun:
+    """two_ranks.py on RANKS ranks under torchrun, in `folder`, with a timeout."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += [f"--nproc-per-node={RANKS}", str(WORKER), str(folder), *arguments]
+    # One thread per rank: the ranks share this machine's cores.
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    process = subprocess.run(
+        command,
+        cwd=folder,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=RANKS_TIMEOUT,
+        check=False,
+    )
+    saved = {rank: folder / f"rank{rank}.pt" for rank in range(RANKS)}
+    results = {
+        rank: torch.load(path, weights_only=False) for rank, path in saved.items() if path.exists()
+    }
+    return RanksRun(process, results)
+
+
+def ranks_failure(run: RanksRun) -> str:
+    """What a failed torchrun printed last: the failing rank's error and torchrun's summary."""
+    return "\n".join(run.process.stderr.strip().splitlines()[-30:])
+{%- endif %}

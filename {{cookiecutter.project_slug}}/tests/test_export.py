@@ -1,13 +1,20 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """export bundles what the MRE runs into one file in the seed's shape, and verifies it."""
 
 import ast
+{%- if tp %}
+import os
+{%- endif %}
 import runpy
 import sys
 
 import pytest
 import torch
+{%- if tp %}
 
+from conftest import RANKS, needs_ranks, ranks_failure, run_ranks
+{%- endif %}
 from {{ cookiecutter.package_name }}.toolkit import export
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same
 
@@ -110,6 +117,30 @@ def test_portable_export_runs_and_matches_the_mre(mre_run, tmp_path, monkeypatch
     namespace = runpy.run_path(str(path), run_name="exported")
     output = namespace["infer_one_step"]()
     assert_same(output, mre_run.output)
+
+
+{%- if tp %}
+
+
+def test_portable_export_runs_under_torchrun(mre_run, tmp_path):
+    """`torchrun --nproc-per-node 2 file.py` runs the portable file on two ranks, with the project
+    unimportable, and every rank computes what the MRE computed."""
+    if reason := needs_ranks():
+        pytest.skip(reason)
+    path = tmp_path / "mre.py"
+    assert export.main(["-o", str(path), "--target", "portable"]) == 0
+    # The script's folder comes first on sys.path: this stands in for the project there.
+    shadow = "raise ImportError('the exported file imports the project')\n"
+    (tmp_path / f"{PACKAGE}.py").write_text(shadow)
+    source = os.path.dirname(os.path.dirname(export.__file__))
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    pythonpath = os.pathsep.join(p for p in paths if os.path.abspath(p or ".") != source)
+    run = run_ranks(tmp_path, str(path), env={"PYTHONPATH": pythonpath})
+    assert run.process.returncode == 0, ranks_failure(run)
+    assert sorted(run.results) == list(range(RANKS))
+    for result in run.results.values():
+        assert_same(result["output"], mre_run.output, rtol=1e-4, atol=1e-5)
+{%- endif %}
 
 
 def test_what_cannot_be_bundled_exits_1_with_the_reason(monkeypatch, tmp_path, capsys):

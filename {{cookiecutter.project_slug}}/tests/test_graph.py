@@ -1,3 +1,4 @@
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """The model compiles as one graph through the MRE's own path, and a graph break fails it loudly."""
 
 import pytest
@@ -30,6 +31,13 @@ def test_a_graph_break_stops_the_mre_and_names_the_cause(monkeypatch, tmp_path):
     """The MRE compiles with fullgraph=True: a break is an Unsupported error saying what broke."""
     build = mre.build_model
     monkeypatch.setattr(mre, "build_model", lambda: BreaksTheGraph(build()))
+{%- if tp %}
+    plan = mre.parallel_plan
+    # The wrapper holds your model as .model: the plan's keys move one level down.
+    monkeypatch.setattr(
+        mre, "parallel_plan", lambda size: {f"model.{k}": v for k, v in plan(size).items()}
+    )
+{%- endif %}
     monkeypatch.chdir(tmp_path)
     torch._dynamo.reset()
     with pytest.raises(torch._dynamo.exc.Unsupported, match="Data-dependent branching"):

@@ -1,4 +1,5 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """The MRE runs in graph mode, matches eager, reports what ran, and keeps the seed's shape."""
 
 import ast
@@ -7,9 +8,9 @@ import inspect
 import pytest
 import torch
 
-from conftest import MreFailure, short_error
+from conftest import MreFailure, eager_output, short_error
 from {{ cookiecutter.package_name }} import mre
-from {{ cookiecutter.package_name }}.model import build_model, example_inputs
+from {{ cookiecutter.package_name }}.model import example_inputs
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same, describe_tree, to_device
 from {{ cookiecutter.package_name }}.toolkit.report import NoGraphError, first_call
@@ -28,16 +29,6 @@ def test_mre_runs_in_graph_mode(mre_attempt):
         )
 
 
-def eager_output():
-    """The model run without graph mode, on the MRE's seeded weights and inputs."""
-    torch.manual_seed(0)
-    device = select_backend().device
-    model = build_model().to(device).eval()
-    dummy_input = to_device(example_inputs(), device)
-    with torch.no_grad():
-        return model(*dummy_input)
-
-
 def test_mre_output_equals_eager(mre_run):
     """Graph mode computes what eager computes, leaf by leaf, whatever the output's structure."""
     assert_same(mre_run.output, eager_output())
@@ -52,6 +43,11 @@ def test_mre_report_names_backend_reason_inputs_and_output(mre_run):
     assert f"input       {describe_tree(inputs)}" in report
     assert f"output      {describe_tree(mre_run.output)}" in report
     assert f"{mre_run.graphs} graph" in report
+{%- if tp %}
+    # Plain python runs one rank.
+    group_backend = "hccl" if backend.device == "npu" else "gloo"
+    assert f"\nranks       1 ({group_backend}), slowest first call " in report
+{%- endif %}
 
 
 def test_a_first_call_that_compiles_no_graph_raises():

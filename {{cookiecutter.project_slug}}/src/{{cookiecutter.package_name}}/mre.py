@@ -1,7 +1,11 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """Minimal reproducible example: one graph-mode inference step of the model in model.py.
 
-Run it with `python -m {{ cookiecutter.package_name }}.mre`. On an Ascend NPU it uses npugraph_ex;
+Run it with `python -m {{ cookiecutter.package_name }}.mre`
+{%- if tp %} (one rank) or `torchrun --nproc-per-node 2 -m
+{{ cookiecutter.package_name }}.mre` (two ranks, tensor parallel)
+{%- endif %}. On an Ascend NPU it uses npugraph_ex;
 elsewhere the aot_eager stand-in, and the report says which ran and why. `python -m
 {{ cookiecutter.package_name }} export` turns this file, your model and everything it imports into
 one file for a bug report.
@@ -9,12 +13,15 @@ one file for a bug report.
 
 import torch
 
-from .model import build_model, example_inputs
+from .model import build_model, example_inputs{{ ", parallel_plan" if tp else "" }}
 from .toolkit.backend import select_backend
 {%- if cache %}
 from .toolkit.compile_cache import CACHE_DIR, CachedModel
 {%- endif %}
 from .toolkit.contract import to_device
+{%- if tp %}
+from .toolkit.parallel import tensor_parallel
+{%- endif %}
 from .toolkit.report import first_call, print_report
 
 
@@ -43,11 +50,42 @@ def infer_one_step():
 {%- endif %}
     - .eval() and torch.no_grad(): inference only, no autograd state in the graph
     - torch.manual_seed(0), then build_model(), then example_inputs(): the same weights and
-      inputs on every run, so runs compare and anyone can rebuild the eager reference
+      inputs on every run{{ " and every rank" if tp else "" }}, so runs compare and anyone can rebuild the
+      eager reference
+{%- if tp %}
+    - tensor_parallel(backend): this process is one rank of the torchrun job (one rank without
+      torchrun), on npu:<LOCAL_RANK> with hccl, or the CPU with gloo; the process group is
+      destroyed on the way out, error or not
+    - ranks.shard(model, parallel_plan(ranks.size)): parallelize_module over a DeviceMesh of all
+      ranks; every rank builds the full model, the plan keeps its slice, and the row-parallel
+      layers all-reduce, so the output equals one device's{{ "" if cache else "; the collectives are part of the one graph" }}
+{%- if cache %}
+    - **ranks.cache_keywords(): global_rank and tp_rank, so each rank writes and loads its own cache
+{%- endif %}
+{%- endif %}
     """
     torch.manual_seed(0)
     backend = select_backend()
     config = backend.options
+{%- if tp %}
+    with tensor_parallel(backend) as ranks:
+        model = ranks.shard(build_model().to(ranks.device).eval(), parallel_plan(ranks.size))
+{%- if cache %}
+        compiled_model = CachedModel(model, cache_dir=CACHE_DIR, **ranks.cache_keywords())
+{%- else %}
+        compiled_model = torch.compile(
+            model,
+            backend=backend.name,
+            fullgraph=True,
+            dynamic=False,
+            options=config,
+        )
+{%- endif %}
+        dummy_input = to_device(example_inputs(), ranks.device)
+        with torch.no_grad(), first_call(backend) as call:
+            output = compiled_model(*dummy_input)
+        print_report(backend, config, dummy_input, output, call, ranks)
+{%- else %}
     model = build_model().to(backend.device).eval()
 {%- if cache %}
     compiled_model = CachedModel(model, cache_dir=CACHE_DIR)
@@ -64,6 +102,7 @@ def infer_one_step():
     with torch.no_grad(), first_call(backend) as call:
         output = compiled_model(*dummy_input)
     print_report(backend, config, dummy_input, output, call)
+{%- endif %}
     return output
 
 

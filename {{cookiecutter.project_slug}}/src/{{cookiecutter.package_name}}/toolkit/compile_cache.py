@@ -23,18 +23,19 @@ log = logging.getLogger(__name__)
 
 
 def cache_compile(
-    method: Callable[..., Any], *, dynamic: bool, cache_dir: str
+    method: Callable[..., Any], *, dynamic: bool, cache_dir: str, **ranks: int
 ) -> Callable[..., Any]:
     """torch.npu.npugraph_ex.inference.cache_compile on a usable NPU, the stand-in elsewhere.
 
     On an NPU the first run compiles and writes the cache under `cache_dir`, later starts load it
-    and skip Dynamo; the options are backend.NPUGRAPH_EX_OPTIONS. Elsewhere `method` is compiled
+    and skip Dynamo; the options are backend.NPUGRAPH_EX_OPTIONS, and `ranks` (global_rank, tp_rank,
+    pp_rank) give each rank of a parallel job its own cache. Elsewhere `method` is compiled
     with the stand-in backend (fullgraph=True), which checks the same graph but writes no cache.
     """
     backend = select_backend()
     if backend.is_npugraph_ex:
         return torch.npu.npugraph_ex.inference.cache_compile(
-            method, dynamic=dynamic, cache_dir=cache_dir, options=backend.options
+            method, dynamic=dynamic, cache_dir=cache_dir, options=backend.options, **ranks
         )
     log.warning(
         "cache_compile: %s compiles %s here, and no persistent cache is written",
@@ -50,7 +51,7 @@ class CachedModel(torch.nn.Module):
     instances = 0
     """CachedModels built in this process so far."""
 
-    def __init__(self, model: torch.nn.Module, cache_dir: str = CACHE_DIR) -> None:
+    def __init__(self, model: torch.nn.Module, cache_dir: str = CACHE_DIR, **ranks: int) -> None:
         super().__init__()
         if CachedModel.instances:
             # cache_compile's saver takes a second compile of _forward in one process for a
@@ -58,7 +59,9 @@ class CachedModel(torch.nn.Module):
             torch._dynamo.reset()
         CachedModel.instances += 1
         self.model = model
-        self.cached_forward = cache_compile(self._forward, dynamic=False, cache_dir=cache_dir)
+        self.cached_forward = cache_compile(
+            self._forward, dynamic=False, cache_dir=cache_dir, **ranks
+        )
 
     def forward(self, *dummy_input: Any) -> Any:
         """

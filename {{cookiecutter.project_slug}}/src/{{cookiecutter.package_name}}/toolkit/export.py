@@ -57,14 +57,23 @@ NPU_LITERALS = (
     ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),
     ("backend=backend.name,", 'backend="npugraph_ex",'),
     (".to(backend.device)", ".npu()"),
+{%- if cookiecutter.parallel == "tensor_parallel" %}
+    # tensor_parallel() has made npu:<LOCAL_RANK> the current device.
+    (".to(ranks.device)", ".npu()"),
+{%- endif %}
     (
-        "self.cached_forward = cache_compile(self._forward, dynamic=False, cache_dir=cache_dir)",
+        (
+            "self.cached_forward = cache_compile(\n"
+            "            self._forward, dynamic=False, cache_dir=cache_dir, **ranks\n"
+            "        )"
+        ),
         (
             "self.cached_forward = torch.npu.npugraph_ex.inference.cache_compile(\n"
             "            self._forward,\n"
             "            dynamic=False,\n"
             "            cache_dir=cache_dir,\n"
             "            options=NPUGRAPH_EX_OPTIONS,\n"
+            "            **ranks,\n"
             "        )"
         ),
     ),

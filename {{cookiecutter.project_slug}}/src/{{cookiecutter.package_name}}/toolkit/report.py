@@ -1,4 +1,5 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """The short report the MRE prints: what ran, where, why, and what the first call compiled."""
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from torch._dynamo.utils import counters
 
 from .backend import Backend
 from .contract import describe_tree
+{%- if tp %}
+from .parallel import Ranks
+{%- endif %}
 
 
 class NoGraphError(RuntimeError):
@@ -69,8 +73,17 @@ def print_report(
     dummy_input: tuple[Any, ...],
     output: Any,
     call: FirstCall,
+{%- if tp %}
+    ranks: Ranks,
+{%- endif %}
 ) -> None:
-    """Print the report of one MRE run."""
+    """Print the report of one MRE run{{ " (on rank 0, after every rank has sent its first call)" if tp else "" }}."""
+{%- if tp %}
+    # A step is as slow as its slowest rank; every rank must take part in the gather.
+    calls = [FirstCall(*each) for each in ranks.gather((call.seconds, call.graphs))]
+    if not ranks.is_first:
+        return
+{%- endif %}
     compiled = f"{call.graphs} graph{'s' * (call.graphs != 1)}"
     if call.graphs == 0:
         compiled = "no graph: loaded from the cache_compile cache"
@@ -81,5 +94,25 @@ def print_report(
         "output": describe_tree(output),
         "first call": f"{call.seconds:.2f} s, {compiled} (compile and capture included)",
     }
+{%- if tp %}
+    rows["ranks"] = ranks_row(ranks, calls)
+{%- endif %}
     for name, value in rows.items():
         print(f"{name:<11} {value}")
+{%- if tp %}
+
+
+def ranks_row(ranks: Ranks, calls: list[FirstCall]) -> str:
+    """World size and process-group backend, the slowest first call, and each rank's graphs."""
+    slowest = max(range(ranks.size), key=lambda rank: calls[rank].seconds)
+    graphs = sorted({each.graphs for each in calls})
+    per_rank = (
+        f"{graphs[0]} graph{'s' * (graphs[0] != 1)} on each rank"
+        if len(graphs) == 1
+        else "graphs per rank " + ", ".join(str(each.graphs) for each in calls)
+    )
+    return (
+        f"{ranks.size} ({ranks.backend}), slowest first call {calls[slowest].seconds:.2f} s "
+        f"on rank {slowest}, {per_rank}"
+    )
+{%- endif %}

@@ -1,0 +1,173 @@
+"""Tensor parallelism with PyTorch's own engine: torch.distributed, a DeviceMesh, parallelize_module.
+
+Launch with torchrun, one process per rank: `torchrun --nproc-per-node 2 -m
+{{ cookiecutter.package_name }}.mre`. Plain `python -m {{ cookiecutter.package_name }}.mre` runs as one
+rank. Each rank builds the full model from the same seed and parallel_plan() (model.py) shards it,
+so every rank's output equals the single-device model's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from fnmatch import fnmatch
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    ParallelStyle,
+    RowwiseParallel,
+    parallelize_module,
+)
+
+from .backend import Backend
+
+Plan = dict[str, ParallelStyle]
+
+# A rank that waits for a failed one: torchrun stops the others as soon as one rank exits with an
+# error, and this bounds the wait when a rank hangs instead (compiling and capturing take minutes
+# on an NPU, well under this).
+COLLECTIVE_TIMEOUT = timedelta(minutes=30)
+
+
+class PlanError(ValueError):
+    """parallel_plan() cannot shard this model across this many ranks: the message says why."""
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place in the job, and the mesh that parallelize_module shards over."""
+
+    rank: int
+    """The global rank (torchrun's RANK); rank 0 prints."""
+    local_rank: int
+    """The rank on this node (torchrun's LOCAL_RANK): the NPU it runs on."""
+    size: int
+    """The world size: every rank holds 1/size of each sharded layer."""
+    backend: str
+    """The process-group backend: hccl on NPUs, gloo on the CPU."""
+    device: str
+    """npu:<LOCAL_RANK> on NPUs, cpu elsewhere."""
+    mesh: DeviceMesh
+
+    @property
+    def is_first(self) -> bool:
+        return self.rank == 0
+
+    def shard(self, model: nn.Module, plan: Plan) -> nn.Module:
+        """The model with each submodule in `plan` sharded over the mesh (parallelize_module)."""
+        check_plan(model, plan, self.size)
+        return parallelize_module(model, self.mesh, plan)
+
+    def gather(self, value: Any) -> list[Any]:
+        """`value` from every rank, in rank order, on every rank."""
+        values: list[Any] = [None] * self.size
+        dist.all_gather_object(values, value)
+        return values
+
+    def cache_keywords(self) -> dict[str, int]:
+        """cache_compile's rank keywords: each rank writes and loads its own cache."""
+        # tp_rank is the global rank: the tensor-parallel group spans every rank.
+        return {"global_rank": self.rank, "tp_rank": self.rank}
+
+
+def plan_targets(model: nn.Module, key: str) -> list[tuple[str, nn.Module]]:
+    """The submodules a plan key names, matched as parallelize_module does: fnmatch per dotted part."""
+    found = [("", model)]
+    for token in key.split("."):
+        found = [
+            (f"{path}.{name}".lstrip("."), child)
+            for path, module in found
+            for name, child in module.named_children()
+            if fnmatch(name, token)
+        ]
+    return found
+
+
+def sharded_size(module: nn.Module, style: ParallelStyle) -> tuple[str, int] | None:
+    """The size a style splits across ranks, with its name; None where this check can't tell."""
+    if isinstance(module, nn.Linear):
+        if isinstance(style, ColwiseParallel):
+            return "out_features", module.out_features
+        if isinstance(style, RowwiseParallel):
+            return "in_features", module.in_features
+    if isinstance(module, nn.Embedding):
+        if isinstance(style, ColwiseParallel):
+            return "embedding_dim", module.embedding_dim
+        if isinstance(style, RowwiseParallel):
+            return "num_embeddings", module.num_embeddings
+    return None
+
+
+def check_plan(model: nn.Module, plan: Plan, size: int) -> None:
+    """Raise PlanError unless every key names a submodule and each split size divides by `size`."""
+    for key, style in plan.items():
+        targets = plan_targets(model, key)
+        if not targets:
+            children = ", ".join(name for name, _ in model.named_children()) or "none"
+            raise PlanError(
+                f"parallel_plan() key {key!r} names no submodule of build_model() (its children: "
+                f"{children}); write the submodule's dotted name, * matches any one part"
+            )
+        for path, module in targets:
+            split = sharded_size(module, style)
+            if split and split[1] % size:
+                name, value = split
+                raise PlanError(
+                    f"{path}.{name}={value} cannot be split across {size} ranks "
+                    f"({type(style).__name__}); run a number of ranks that divides {value}, "
+                    "or change the model's sizes"
+                )
+
+
+def this_process() -> tuple[int, int, int]:
+    """RANK, LOCAL_RANK and WORLD_SIZE as torchrun sets them; one rank without torchrun."""
+    rank, local_rank, size = (
+        int(os.environ.get(name, default))
+        for name, default in (("RANK", 0), ("LOCAL_RANK", 0), ("WORLD_SIZE", 1))
+    )
+    return rank, local_rank, size
+
+
+def start(backend: Backend) -> Ranks:
+    """Pick this rank's device, then join the process group and build the mesh."""
+    rank, local_rank, size = this_process()
+    if backend.device == "npu":
+        # Before the process group starts: hccl binds each rank to the current device.
+        torch.npu.set_device(local_rank)
+        device, group_backend = f"npu:{local_rank}", "hccl"
+    else:
+        device, group_backend = "cpu", "gloo"
+    if "MASTER_ADDR" in os.environ:
+        # torchrun's rendezvous: every rank finds the others through MASTER_ADDR:MASTER_PORT.
+        dist.init_process_group(group_backend, timeout=COLLECTIVE_TIMEOUT)
+    else:
+        # Plain python: one rank, which needs no rendezvous (nor a free port).
+        dist.init_process_group(group_backend, store=dist.HashStore(), rank=0, world_size=1)
+    mesh = init_device_mesh(device.partition(":")[0], (size,))
+    return Ranks(rank, local_rank, size, group_backend, device, mesh)
+
+
+@contextmanager
+def tensor_parallel(backend: Backend) -> Iterator[Ranks]:
+    """This process as one rank of a tensor-parallel job, until the block ends.
+
+    The process group is destroyed on the way out, error or not. A rank's error is recorded for
+    torchrun, whose summary then names the failed rank and its traceback.
+    """
+    ranks = start(backend)
+    try:
+        yield ranks
+    except BaseException as error:
+        ErrorHandler().record_exception(error)
+        raise
+    finally:
+        dist.destroy_process_group()

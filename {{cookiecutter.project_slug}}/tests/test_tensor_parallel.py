@@ -1,0 +1,69 @@
+"""Tensor parallelism: two ranks under torchrun compute what one device computes, one graph each."""
+
+import pytest
+from torch import nn
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+from conftest import RANKS, eager_output, needs_ranks, ranks_failure, run_ranks
+from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
+from {{ cookiecutter.package_name }}.toolkit.contract import assert_same
+from {{ cookiecutter.package_name }}.toolkit.parallel import PlanError, check_plan
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """The MRE on RANKS ranks under torchrun, once for this module."""
+    if reason := needs_ranks():
+        pytest.skip(reason)
+    run = run_ranks(tmp_path_factory.mktemp("ranks"))
+    if run.process.returncode:
+        failure = f"torchrun exited {run.process.returncode}:\n{ranks_failure(run)}"
+        pytest.fail(failure, pytrace=False)
+    return run
+
+
+def test_every_rank_matches_the_single_device_model(two_ranks):
+    """Each rank's output equals the unsharded model run eagerly in one process."""
+    expected = eager_output()
+    assert sorted(two_ranks.results) == list(range(RANKS))
+    for result in two_ranks.results.values():
+        assert_same(result["output"], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_every_rank_compiles_one_graph(two_ranks):
+    """The step, collectives included, is one graph on each rank: fullgraph=True held."""
+    assert [result["graphs"] for result in two_ranks.results.values()] == [1] * RANKS
+
+
+def test_rank_zero_alone_prints_the_report_with_a_ranks_line(two_ranks):
+    """One report, from rank 0, naming the world size and the process-group backend."""
+    printed = two_ranks.process.stdout
+    group_backend = "hccl" if select_backend().device == "npu" else "gloo"
+    assert printed.count("\nbackend     ") + printed.startswith("backend     ") == 1
+    assert f"\nranks       {RANKS} ({group_backend}), slowest first call " in printed
+    assert "1 graph on each rank" in printed
+
+
+def test_a_plan_key_that_names_no_submodule_is_refused():
+    """A typo in parallel_plan() is an error naming the key and the model's children."""
+    model = nn.Sequential(nn.Linear(4, 4))
+    with pytest.raises(PlanError, match=r"'proj' names no submodule .*children: 0"):
+        check_plan(model, {"proj": ColwiseParallel()}, 2)
+
+
+@pytest.mark.parametrize(
+    ("style", "size"), [(ColwiseParallel(), "out_features=3"), (RowwiseParallel(), "in_features=5")]
+)
+def test_a_size_the_ranks_cannot_split_is_refused(style, size):
+    """A layer that does not divide by the world size is refused with its size and the fix."""
+    model = nn.Sequential(nn.Linear(5, 3))
+    with pytest.raises(PlanError, match=rf"0\.{size} cannot be split across 2 ranks"):
+        check_plan(model, {"0": style}, 2)
+
+
+def test_plan_keys_match_submodules_as_parallelize_module_does():
+    """`*` matches one part of a dotted name, so one key can shard every layer."""
+    model = nn.Sequential(nn.Sequential(nn.Linear(4, 4)), nn.Sequential(nn.Linear(4, 3)))
+    with pytest.raises(PlanError, match=r"1\.0\.out_features=3"):
+        check_plan(model, {"*.0": ColwiseParallel()}, 2)
+    check_plan(model, {"0.0": ColwiseParallel()}, 2)
