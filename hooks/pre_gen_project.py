@@ -28,8 +28,11 @@ SHADOWED_MODULES = frozenset(
 # Module-level names of model.py, the one file that names the model class: a class called one of
 # these would clash with them (tests/test_hooks.py keeps this set exact).
 GENERATED_NAMES = frozenset(
-    {"torch", "nn", "F", "INPUT_SHAPE", "build_model", "example_inputs", "custom_op", "meta_registrations"}
+    {"torch", "nn", "F", "INPUT_SHAPE", "HEADS", "build_model", "example_inputs", "custom_op", "meta_registrations"}
+    | {"parallel_plan", "ColwiseParallel", "RowwiseParallel", "ParallelStyle"}
 )
+# The ranks the generated tests of a tensor-parallel project run: the sample's heads split over them.
+TEST_RANKS = 2
 # Namespaces torch or torch_npu own: torch.ops.npu is torch_npu's (TORCH_LIBRARY(npu, m)).
 RESERVED_NAMESPACES = frozenset({"npu", "aten", "prim", "prims", "torch", "_c10d_functional"})
 OP_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*_?")
@@ -88,6 +91,18 @@ def check_input_shape(text: str) -> str | None:
         return "is not a comma-separated list of positive integers; e.g. 2, 8, 32"
     if len(dims) < 2:
         return "needs at least two dimensions, (..., sequence, hidden), because the model attends over the sequence; e.g. 2, 8, 32"
+    return None
+
+
+def check_tensor_parallel_shape(text: str) -> str | None:
+    if problem := check_input_shape(text):
+        return problem
+    hidden = int(text.split(",")[-1])
+    if hidden % TEST_RANKS:
+        return (
+            f"has an odd hidden size, {hidden}: parallel=tensor_parallel splits the sample's attention heads "
+            f"over {TEST_RANKS} ranks in the project's tests, so it needs an even one; e.g. 2, 8, {hidden + 1}"
+        )
     return None
 
 
@@ -160,6 +175,8 @@ CHECKS = {
 def checks_for(answers: dict[str, object]) -> dict[str, Callable[[str], str | None]]:
     """The checks that apply: the custom-op answers only matter when there is a custom op."""
     checks = dict(CHECKS)
+    if answers["parallel"] == "tensor_parallel":
+        checks["input_shape"] = check_tensor_parallel_shape
     if answers["custom_op"] != "none":
         kind, registration = str(answers["custom_op"]), str(answers["op_registration"])
         checks["op_name"] = lambda name: check_op_name(name, kind, registration)

@@ -11,11 +11,9 @@ import sys
 
 import pytest
 import torch
-{%- if tp %}
 
-from conftest import RANKS, needs_ranks, ranks_failure, run_ranks
-{%- endif %}
-from {{ cookiecutter.package_name }}.toolkit import export
+{% if tp %}from conftest import RANKS, needs_ranks, ranks_failure, run_ranks
+{% endif %}from {{ cookiecutter.package_name }}.toolkit import export
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same
 
 TARGETS = ["npu", "portable"]
