@@ -28,7 +28,17 @@ SHADOWED_MODULES = frozenset(
 # Module-level names of model.py, the one file that names the model class: a class called one of
 # these would clash with them (tests/test_hooks.py keeps this set exact).
 GENERATED_NAMES = frozenset(
-    {"torch", "nn", "F", "INPUT_SHAPE", "HEADS", "build_model", "example_inputs", "custom_op", "meta_registrations"}
+    {
+        "torch",
+        "nn",
+        "F",
+        "INPUT_SHAPE",
+        "HEADS",
+        "build_model",
+        "example_inputs",
+        "custom_op",
+        "meta_registrations",
+    }
     | {"parallel_plan", "ColwiseParallel", "RowwiseParallel", "ParallelStyle"}
 )
 # The ranks the generated tests of a tensor-parallel project run: the sample's heads split over them.

@@ -29,6 +29,25 @@ OP_VARIANTS = [{"custom_op": "none"}] + [
 # One combination per distinct code tree: the torch_npu version only changes packaging files
 # (test_generated_project.py checks that), so it is left at its default.
 CODE_VARIANTS = [{"mode": mode, **ops} for mode in CHOICES["mode"] for ops in OP_VARIANTS]
+# Tensor parallelism reaches the MRE, the toolkit and the tests: each mode, without and with a
+# custom op (one op style each).
+TP_VARIANTS = [
+    {"mode": "npugraph_ex", "parallel": "tensor_parallel", "custom_op": "none"},
+    {
+        "mode": "npugraph_ex",
+        "parallel": "tensor_parallel",
+        "custom_op": "in_place",
+        "op_registration": "op_plugin",
+    },
+    {"mode": "cache_compile", "parallel": "tensor_parallel", "custom_op": "none"},
+    {
+        "mode": "cache_compile",
+        "parallel": "tensor_parallel",
+        "custom_op": "out_of_place",
+        "op_registration": "torch_library",
+    },
+]
+CODE_VARIANTS += TP_VARIANTS
 
 
 def variant_id(answers: dict[str, str]) -> str:

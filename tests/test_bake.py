@@ -70,12 +70,26 @@ WINDOWS_FORBIDDEN = re.compile(
 every_combination = pytest.mark.parametrize("answers", COMBINATIONS, ids=combination_id)
 
 
+PARALLEL_FILES = {
+    "none": set(),
+    "tensor_parallel": {
+        "src/{package}/toolkit/parallel.py",
+        "tests/test_tensor_parallel.py",
+        "tests/two_ranks.py",
+    },
+}
+# What only a tensor-parallel project may say or import.
+DISTRIBUTED = re.compile(
+    r"torch\.distributed|torchrun|parallel_plan|tensor.parallel|DeviceMesh|\branks?\b", re.IGNORECASE
+)
+
+
 def files_in(project: Path) -> set[str]:
     return {path.relative_to(project).as_posix() for path in project.rglob("*") if path.is_file()}
 
 
 def expected_files(answers: dict[str, str]) -> set[str]:
-    files = COMMON_FILES | MODE_FILES[answers["mode"]]
+    files = COMMON_FILES | MODE_FILES[answers["mode"]] | PARALLEL_FILES[answers["parallel"]]
     if answers["custom_op"] != "none":
         files |= OP_FILES[answers["op_registration"]]
     return files
@@ -101,6 +115,19 @@ def test_no_unrendered_jinja(baked, answers):
         if JINJA.search(line)
     ]
     assert not leftovers
+
+
+@pytest.mark.parametrize("mode", ["npugraph_ex", "cache_compile"])
+def test_parallel_none_carries_no_distributed_code(baked, mode):
+    """Without tensor parallelism no file imports torch.distributed or speaks of ranks or torchrun."""
+    project = baked(mode=mode, custom_op="in_place", op_registration="op_plugin", parallel="none")
+    mentions = [
+        f"{name}:{number}: {line.strip()}"
+        for name in files_in(project)
+        for number, line in enumerate((project / name).read_text().splitlines(), 1)
+        if DISTRIBUTED.search(line)
+    ]
+    assert not mentions
 
 
 @pytest.mark.parametrize("mode", ["npugraph_ex", "cache_compile"])

@@ -81,6 +81,7 @@ DEFAULTS = {
     "input_shape": "2, 8, 32",
     "cache_dir": ".torchair_cache",
     "author_email": "you@example.com",
+    "parallel": "none",
     "custom_op": "none",
     "op_registration": "torch_library",
     "op_name": "my_op",
@@ -100,6 +101,12 @@ BAD_OP_ANSWERS = {
     ),
     "op_name replacing a name custom_op.py uses": (OP_ANSWERS, "op_name", "reference", "already uses"),
     "namespace owned by torch_npu": (OP_ANSWERS, "op_namespace", "npu", "owned by torch or torch_npu"),
+    "tensor parallel with an odd hidden size": (
+        {"parallel": "tensor_parallel"},
+        "input_shape",
+        "2, 8, 33",
+        "needs an even one; e.g. 2, 8, 34",
+    ),
 }
 
 
@@ -107,7 +114,8 @@ BAD_OP_ANSWERS = {
     ("answers", "variable", "value", "why"), BAD_OP_ANSWERS.values(), ids=BAD_OP_ANSWERS.keys()
 )
 def test_bad_op_answer_is_refused(tmp_path, capfd, answers, variable, value, why):
-    """Custom-op answers that cannot work are refused like the others, leaving no folder."""
+    """Combinations that cannot work (custom-op, tensor-parallel) are refused like the others,
+    leaving no folder."""
     with pytest.raises(FailedHookException):
         bake(tmp_path, **answers, **{variable: value})
     error = capfd.readouterr().err
@@ -117,9 +125,11 @@ def test_bad_op_answer_is_refused(tmp_path, capfd, answers, variable, value, why
 
 
 def test_default_answers_have_no_problems():
-    """The defaults in cookiecutter.json pass every check, with and without a custom op."""
+    """The defaults in cookiecutter.json pass every check, with and without a custom op or tensor
+    parallelism."""
     assert pre_gen.problems(DEFAULTS) == []
     assert pre_gen.problems({**DEFAULTS, "custom_op": "in_place", "op_registration": "op_plugin"}) == []
+    assert pre_gen.problems({**DEFAULTS, "parallel": "tensor_parallel"}) == []
 
 
 def test_every_problem_is_reported_at_once():
@@ -198,7 +208,7 @@ def test_generated_names_list_what_model_class_could_clash_with(baked):
 def test_post_gen_removes_the_other_modes_files():
     """Each mode keeps its own files and loses the other mode's."""
     answers = {"package_name": "pkg", "mode": "npugraph_ex", "custom_op": "out_of_place"}
-    answers["op_registration"] = "op_plugin"
+    answers |= {"op_registration": "op_plugin", "parallel": "tensor_parallel"}
     assert post_gen.paths_to_remove(answers) == [
         "src/pkg/toolkit/compile_cache.py",
         "tests/test_compile_cache.py",
@@ -209,13 +219,28 @@ def test_post_gen_removes_the_other_modes_files():
 
 def test_post_gen_leaves_no_trace_of_ops_without_one():
     """custom_op=none removes every op file of both styles, each once."""
-    answers = {"package_name": "pkg", "mode": "cache_compile", "custom_op": "none"}
+    answers = {"package_name": "pkg", "mode": "cache_compile", "custom_op": "none", "parallel": "none"}
     removed = post_gen.paths_to_remove({**answers, "op_registration": "op_plugin"})
     assert removed == post_gen.paths_to_remove({**answers, "op_registration": "torch_library"})
     assert len(removed) == len(set(removed))
     assert {"src/pkg/custom_op.py", "src/pkg/op_plugin_functions.yaml", "tests/test_custom_op.py"} <= set(
         removed
     )
+
+
+def test_post_gen_removes_tensor_parallel_files_without_it():
+    """parallel=none removes the parallel toolkit and its tests; tensor_parallel keeps them."""
+    answers = {
+        "package_name": "pkg",
+        "mode": "cache_compile",
+        "custom_op": "none",
+        "op_registration": "torch_library",
+    }
+    removed = post_gen.paths_to_remove({**answers, "parallel": "none"})
+    kept = post_gen.paths_to_remove({**answers, "parallel": "tensor_parallel"})
+    tp_files = {"src/pkg/toolkit/parallel.py", "tests/test_tensor_parallel.py", "tests/two_ranks.py"}
+    assert tp_files <= set(removed)
+    assert not tp_files & set(kept)
 
 
 def test_post_gen_removes_folders_left_empty(tmp_path: Path):

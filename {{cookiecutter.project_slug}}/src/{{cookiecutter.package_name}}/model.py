@@ -53,7 +53,11 @@ class {{ cookiecutter.model_class }}(nn.Module):
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(..., sequence, heads * head_dim) -> (..., heads, sequence, head_dim)."""
+{%- if tp %}
         # -1, not HEADS: under tensor parallelism a rank holds only its share of the heads.
+{%- else %}
+        # -1: the head count follows from the width, so a narrower projection needs no change.
+{%- endif %}
         return x.unflatten(-1, (-1, self.head_dim)).transpose(-3, -2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,3 +1,4 @@
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """cache_compile for any model: npugraph_ex's compile cache on an NPU, the stand-in elsewhere.
 
 CachedModel applies the seed's cache_compile pattern around your model, so that your model's
@@ -23,19 +24,21 @@ log = logging.getLogger(__name__)
 
 
 def cache_compile(
-    method: Callable[..., Any], *, dynamic: bool, cache_dir: str, **ranks: int
+    method: Callable[..., Any], *, dynamic: bool, cache_dir: str{{ ", **ranks: int" if tp else "" }}
 ) -> Callable[..., Any]:
     """torch.npu.npugraph_ex.inference.cache_compile on a usable NPU, the stand-in elsewhere.
 
     On an NPU the first run compiles and writes the cache under `cache_dir`, later starts load it
-    and skip Dynamo; the options are backend.NPUGRAPH_EX_OPTIONS, and `ranks` (global_rank, tp_rank,
-    pp_rank) give each rank of a parallel job its own cache. Elsewhere `method` is compiled
+    and skip Dynamo; the options are backend.NPUGRAPH_EX_OPTIONS
+{%- if tp %}, and `ranks` (global_rank, tp_rank,
+    pp_rank) give each rank of a parallel job its own cache
+{%- endif %}. Elsewhere `method` is compiled
     with the stand-in backend (fullgraph=True), which checks the same graph but writes no cache.
     """
     backend = select_backend()
     if backend.is_npugraph_ex:
         return torch.npu.npugraph_ex.inference.cache_compile(
-            method, dynamic=dynamic, cache_dir=cache_dir, options=backend.options, **ranks
+            method, dynamic=dynamic, cache_dir=cache_dir, options=backend.options{{ ", **ranks" if tp else "" }}
         )
     log.warning(
         "cache_compile: %s compiles %s here, and no persistent cache is written",
@@ -51,7 +54,7 @@ class CachedModel(torch.nn.Module):
     instances = 0
     """CachedModels built in this process so far."""
 
-    def __init__(self, model: torch.nn.Module, cache_dir: str = CACHE_DIR, **ranks: int) -> None:
+    def __init__(self, model: torch.nn.Module, cache_dir: str = CACHE_DIR{{ ", **ranks: int" if tp else "" }}) -> None:
         super().__init__()
         if CachedModel.instances:
             # cache_compile's saver takes a second compile of _forward in one process for a
@@ -59,9 +62,13 @@ class CachedModel(torch.nn.Module):
             torch._dynamo.reset()
         CachedModel.instances += 1
         self.model = model
+{%- if tp %}
         self.cached_forward = cache_compile(
             self._forward, dynamic=False, cache_dir=cache_dir, **ranks
         )
+{%- else %}
+        self.cached_forward = cache_compile(self._forward, dynamic=False, cache_dir=cache_dir)
+{%- endif %}
 
     def forward(self, *dummy_input: Any) -> Any:
         """

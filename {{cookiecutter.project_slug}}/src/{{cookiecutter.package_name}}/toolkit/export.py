@@ -60,7 +60,6 @@ NPU_LITERALS = (
 {%- if cookiecutter.parallel == "tensor_parallel" %}
     # tensor_parallel() has made npu:<LOCAL_RANK> the current device.
     (".to(ranks.device)", ".npu()"),
-{%- endif %}
     (
         (
             "self.cached_forward = cache_compile(\n"
@@ -77,6 +76,19 @@ NPU_LITERALS = (
             "        )"
         ),
     ),
+{%- else %}
+    (
+        "self.cached_forward = cache_compile(self._forward, dynamic=False, cache_dir=cache_dir)",
+        (
+            "self.cached_forward = torch.npu.npugraph_ex.inference.cache_compile(\n"
+            "            self._forward,\n"
+            "            dynamic=False,\n"
+            "            cache_dir=cache_dir,\n"
+            "            options=NPUGRAPH_EX_OPTIONS,\n"
+            "        )"
+        ),
+    ),
+{%- endif %}
 )
 # Where the names that NPU_LITERALS write are defined.
 LITERAL_NAMES = {"Backend": f"{TOOLKIT}.backend", "NPUGRAPH_EX_OPTIONS": f"{TOOLKIT}.backend"}
