@@ -92,7 +92,9 @@ def package_of(project: Path) -> str:
     return package.name
 
 
-def run_in(project: Path, *command: str, **env: str) -> subprocess.CompletedProcess[str]:
+def run_in(
+    project: Path, *command: str, timeout: float | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
     """Run `command` in a baked project as its own checkout would: src on the path, no stray plugins."""
     inherited = {
         name: value
@@ -111,7 +113,13 @@ def run_in(project: Path, *command: str, **env: str) -> subprocess.CompletedProc
         **env,
     }
     return subprocess.run(
-        [sys.executable, *command], cwd=project, env=environment, capture_output=True, text=True, check=False
+        [sys.executable, *command],
+        cwd=project,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
     )
 
 

@@ -33,6 +33,7 @@ TOOLKIT = f"{PACKAGE}/toolkit"
 DEFAULT: dict[str, str] = {}
 CACHE_OP_PLUGIN_IN_PLACE = {"mode": "cache_compile", "custom_op": "in_place", "op_registration": "op_plugin"}
 OUT_OF_PLACE = {"custom_op": "out_of_place"}
+TENSOR_PARALLEL = {"parallel": "tensor_parallel"}
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,8 @@ MUTATIONS = (
     Mutation(
         "mre compiles with fullgraph=False",
         f"{PACKAGE}/mre.py",
-        "        fullgraph=True,",
-        "        fullgraph=False,",
+        "    compiled_model = torch.compile(\n        model,\n        backend=backend.name,\n        fullgraph=True,",
+        "    compiled_model = torch.compile(\n        model,\n        backend=backend.name,\n        fullgraph=False,",
         "tests/test_graph.py -k graph_break",
         DEFAULT,
     ),
@@ -223,6 +224,54 @@ MUTATIONS = (
         "    if not email.isascii():",
         "    if False:",
         "tests/test_hooks.py -k 'bad_answer and ASCII'",
+    ),
+    # parallel=tensor_parallel.
+    Mutation(
+        "every rank prints the report",
+        f"{TOOLKIT}/report.py",
+        "    if not ranks.is_first:\n        return\n",
+        "",
+        "tests/test_tensor_parallel.py -k rank_zero_alone",
+        TENSOR_PARALLEL,
+    ),
+    Mutation(
+        "Ranks.shard leaves the model whole",
+        f"{TOOLKIT}/parallel.py",
+        "        return parallelize_module(model, self.mesh, plan)",
+        "        return model",
+        "tests/test_tensor_parallel.py -k shards_every_layer",
+        TENSOR_PARALLEL,
+    ),
+    Mutation(
+        "a layer the ranks cannot split is accepted",
+        f"{TOOLKIT}/parallel.py",
+        "            if split and split[1] % size:",
+        "            if False:",
+        "tests/test_tensor_parallel.py -k cannot_split",
+        TENSOR_PARALLEL,
+    ),
+    Mutation(
+        "the process group outlives the MRE",
+        f"{TOOLKIT}/parallel.py",
+        "        dist.destroy_process_group()",
+        "        pass",
+        "tests/test_mre.py tests/test_tensor_parallel.py -k 'report or shards_every_layer'",
+        TENSOR_PARALLEL,
+    ),
+    Mutation(
+        "ranks share one cache_compile cache",
+        f"{PACKAGE}/mre.py",
+        "CachedModel(model, cache_dir=CACHE_DIR, **ranks.cache_keywords())",
+        "CachedModel(model, cache_dir=CACHE_DIR)",
+        "tests/test_compile_cache.py -k own_cache",
+        {**TENSOR_PARALLEL, "mode": "cache_compile"},
+    ),
+    Mutation(
+        "a failing rank's error is not recorded for torchrun",
+        f"{TOOLKIT}/parallel.py",
+        "        ErrorHandler().record_exception(error)",
+        "        pass",
+        "tests/test_tensor_parallel.py -k failing_rank",
     ),
 )
 

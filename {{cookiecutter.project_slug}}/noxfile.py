@@ -1,4 +1,5 @@
 {%- set op_plugin = cookiecutter.custom_op != "none" and cookiecutter.op_registration == "op_plugin" -%}
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """Developer tasks: `nox` runs the default sessions; `nox -s mre` runs the minimal reproducible example."""
 
 import os
@@ -49,9 +50,17 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def mre(session: nox.Session) -> None:
+{%- if tp %}
+    """One inference step on 2 ranks under torchrun: `nox -s mre -- --nproc-per-node 8` for more."""
+    install(session)
+    # Arguments replace the single-node default, so multi-node rendezvous flags fit in too.
+    launch = session.posargs or ["--standalone", "--nproc-per-node", "2"]
+    session.run("torchrun", *launch, "-m", f"{PACKAGE}.mre")
+{%- else %}
     """One inference step, with the report of what ran and why."""
     install(session)
     session.run("python", "-m", f"{PACKAGE}.mre")
+{%- endif %}
 
 
 # The tools have no virtualenv of their own: they examine, time and record the environment you run

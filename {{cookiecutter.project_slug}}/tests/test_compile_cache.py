@@ -1,3 +1,4 @@
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """cache_compile: any model runs compiled through CachedModel; off NPU no cache is written."""
 
 import logging
@@ -10,7 +11,11 @@ from torch import nn
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._dynamo.utils import counters
 
-from {{ cookiecutter.package_name }}.model import build_model, example_inputs
+{% if tp %}from {{ cookiecutter.package_name }} import mre
+{% endif %}from {{ cookiecutter.package_name }}.model import build_model, example_inputs
+{%- if tp %}
+from {{ cookiecutter.package_name }}.toolkit import compile_cache
+{%- endif %}
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, npu_status, select_backend
 from {{ cookiecutter.package_name }}.toolkit.compile_cache import CACHE_DIR, CachedModel
 from {{ cookiecutter.package_name }}.toolkit.contract import to_device
@@ -99,3 +104,21 @@ def test_cache_files_are_written_owner_only(in_tmp_dir):
     assert written, f"no compiled_module under {CACHE_DIR}"
     for path in written:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
+{%- if tp %}
+
+
+def test_each_rank_asks_for_its_own_cache(in_tmp_dir, monkeypatch):
+    """The MRE hands cache_compile this rank's global_rank and tp_rank: one cache per rank."""
+    asked = []
+    real = compile_cache.cache_compile
+
+    def recording(method, **keywords):
+        asked.append(keywords)
+        return real(method, **keywords)
+
+    monkeypatch.setattr(compile_cache, "cache_compile", recording)
+    mre.infer_one_step()
+    assert [{k: v for k, v in each.items() if k.endswith("rank")} for each in asked] == [
+        {"global_rank": 0, "tp_rank": 0}
+    ]
+{%- endif %}

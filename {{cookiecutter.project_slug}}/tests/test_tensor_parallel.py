@@ -2,12 +2,19 @@
 
 import pytest
 from torch import nn
+from torch.distributed.tensor import DTensor, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
 from conftest import RANKS, eager_output, needs_ranks, ranks_failure, run_ranks
+from {{ cookiecutter.package_name }}.model import build_model, parallel_plan
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same
-from {{ cookiecutter.package_name }}.toolkit.parallel import PlanError, check_plan
+from {{ cookiecutter.package_name }}.toolkit.parallel import (
+    PlanError,
+    check_plan,
+    plan_targets,
+    tensor_parallel,
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +49,20 @@ def test_rank_zero_alone_prints_the_report_with_a_ranks_line(two_ranks):
     assert printed.count("\nbackend     ") + printed.startswith("backend     ") == 1
     assert f"\nranks       {RANKS} ({group_backend}), slowest first call " in printed
     assert "1 graph on each rank" in printed
+
+
+def test_the_plan_shards_every_layer_it_names():
+    """Each layer that parallel_plan() names holds sharded weights after Ranks.shard (one rank)."""
+    with tensor_parallel(select_backend()) as ranks:
+        plan = parallel_plan(ranks.size)
+        model = ranks.shard(build_model(), plan)
+        for key in plan:
+            for path, layer in plan_targets(model, key):
+                weights = list(layer.parameters(recurse=False))
+                assert weights, f"{path} has no weights to shard"
+                for weight in weights:
+                    assert isinstance(weight, DTensor), path
+                    assert isinstance(weight.placements[0], Shard), path
 
 
 def test_a_plan_key_that_names_no_submodule_is_refused():
