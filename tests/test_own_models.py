@@ -68,6 +68,10 @@ CASES = {
         {"model.py": "language_model.py"},
         {},
     ),
+    "transformers language model on token ids, tensor parallel": (
+        {"model.py": "language_model_tp.py"},
+        {"parallel": "tensor_parallel"},
+    ),
     "two inputs, cache_compile mode": (
         {"model.py": "two_inputs.py"},
         {"mode": "cache_compile"},

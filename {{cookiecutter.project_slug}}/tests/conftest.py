@@ -3,7 +3,7 @@
 
 # Before torch: the package switches off torch's device-backend autoload (see its __init__.py),
 # which would otherwise make `import torch` fail where torch_npu is installed but CANN is not.
-import {{ cookiecutter.package_name }}  # noqa: F401
+import {{ cookiecutter.package_name }}{{ "" if tp else "  # noqa: F401" }}
 
 # isort: split
 import contextlib
@@ -129,12 +129,16 @@ def needs_ranks() -> str | None:
     return None
 
 
-def run_ranks(folder: Path, *arguments: str, env: dict[str, str] | None = None) -> RanksRun:
+SOURCE = str(Path({{ cookiecutter.package_name }}.__file__).parents[1])
+"""The folder this project's package is imported from: the ranks import the same code."""
+
+
+def run_ranks(folder: Path, *arguments: str, pythonpath: str = SOURCE) -> RanksRun:
     """two_ranks.py on RANKS ranks under torchrun, in `folder`, with a timeout."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     command += [f"--nproc-per-node={RANKS}", str(WORKER), str(folder), *arguments]
     # One thread per rank: the ranks share this machine's cores.
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
     process = subprocess.run(
         command,
         cwd=folder,
