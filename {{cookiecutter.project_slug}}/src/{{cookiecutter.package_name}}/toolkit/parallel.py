@@ -152,6 +152,8 @@ def start(backend: Backend) -> Ranks:
     else:
         # Plain python: one rank, which needs no rendezvous (nor a free port).
         dist.init_process_group(group_backend, store=dist.HashStore(), rank=0, world_size=1)
+    # torch_npu runs DTensor on meshes of device type "npu" (its own DTensor tests do:
+    # torch_npu/testing/_internal/common_dtensor.py), "cpu" takes gloo.
     mesh = init_device_mesh(device.partition(":")[0], (size,))
     return Ranks(rank, local_rank, size, group_backend, device, mesh)
 
