@@ -60,7 +60,8 @@ def infer_one_step():
       ranks; every rank builds the full model, the plan keeps its slice, and the row-parallel
       layers all-reduce, so the output equals one device's{{ "" if cache else "; the collectives are part of the one graph" }}
 {%- if cache %}
-    - **ranks.cache_keywords(): global_rank and tp_rank, so each rank writes and loads its own cache
+    - CachedModel(..., **ranks.cache_keywords()): global_rank and tp_rank, so each rank writes
+      and loads its own cache
 {%- endif %}
 {%- endif %}
     """
