@@ -141,6 +141,15 @@ def test_a_graph_break_fails_once_and_briefly(tmp_path):
     assert "Data-dependent branching" in mre.stderr
 
 
+def test_readme_tensor_parallel_plan_is_the_tested_one(baked):
+    """The tensor-parallel README's plan for the Llama example is the one the tested model adds."""
+    readme = (baked(parallel="tensor_parallel") / "README.md").read_text()
+    tested = (OWN_MODELS / "language_model_tp.py").read_text()
+    plan = tested[tested.index("def parallel_plan") :]
+    (imports,) = [line for line in tested.splitlines() if "tensor.parallel" in line]
+    assert f"```python\n{imports}\n\n\n{plan}```" in readme
+
+
 @pytest.mark.parametrize("fixture", ["language_model.py", "two_inputs.py", "several_modules/model.py"])
 def test_readme_examples_are_the_tested_models(baked, fixture):
     """The generated README's worked examples are, character for character, the models tested here."""

@@ -25,18 +25,17 @@ def example_inputs() -> tuple[torch.Tensor, ...]:
 
 
 def parallel_plan(world_size: int) -> dict[str, ParallelStyle]:
-    # Each rank runs its share of the attention heads: Llama reshapes q, k and v with -1 heads.
+    # Whole heads on every rank: the key/value heads are the fewest.
     if CONFIG.num_key_value_heads % world_size:
         raise ValueError(
             f"{CONFIG.num_key_value_heads} key/value heads cannot be split across {world_size} ranks"
         )
-    layer = "model.layers.*"
     return {
-        f"{layer}.self_attn.q_proj": ColwiseParallel(),
-        f"{layer}.self_attn.k_proj": ColwiseParallel(),
-        f"{layer}.self_attn.v_proj": ColwiseParallel(),
-        f"{layer}.self_attn.o_proj": RowwiseParallel(),
-        f"{layer}.mlp.gate_proj": ColwiseParallel(),
-        f"{layer}.mlp.up_proj": ColwiseParallel(),
-        f"{layer}.mlp.down_proj": RowwiseParallel(),
+        "model.layers.*.self_attn.q_proj": ColwiseParallel(),
+        "model.layers.*.self_attn.k_proj": ColwiseParallel(),
+        "model.layers.*.self_attn.v_proj": ColwiseParallel(),
+        "model.layers.*.self_attn.o_proj": RowwiseParallel(),
+        "model.layers.*.mlp.gate_proj": ColwiseParallel(),
+        "model.layers.*.mlp.up_proj": ColwiseParallel(),
+        "model.layers.*.mlp.down_proj": RowwiseParallel(),
     }
