@@ -115,8 +115,11 @@ RANKS_TIMEOUT = 600
 WORKER = Path(__file__).with_name("two_ranks.py")
 
 
+Process = subprocess.CompletedProcess[str]
+
+
 class RanksRun(NamedTuple):
-    process: subprocess.CompletedProcess[str]
+    process: Process
     results: dict[int, dict[str, Any]]
     """What each rank saved (two_ranks.py): its output and the graphs it compiled."""
 
@@ -129,13 +132,13 @@ def needs_ranks() -> str | None:
     return None
 
 
-def run_ranks(folder: Path, *arguments: str, env: dict[str, str] | None = None) -> RanksRun:
-    """two_ranks.py on RANKS ranks under torchrun, in `folder`, with a timeout."""
+def torchrun(folder: Path, *arguments: str, env: dict[str, str] | None = None) -> Process:
+    """`torchrun --standalone --nproc-per-node RANKS <arguments>` in `folder`, with a timeout."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    command += [f"--nproc-per-node={RANKS}", str(WORKER), str(folder), *arguments]
+    command += [f"--nproc-per-node={RANKS}", *arguments]
     # One thread per rank: the ranks share this machine's cores.
     environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    process = subprocess.run(
+    return subprocess.run(
         command,
         cwd=folder,
         env=environment,
@@ -144,6 +147,11 @@ def run_ranks(folder: Path, *arguments: str, env: dict[str, str] | None = None) 
         timeout=RANKS_TIMEOUT,
         check=False,
     )
+
+
+def run_ranks(folder: Path, *arguments: str, env: dict[str, str] | None = None) -> RanksRun:
+    """two_ranks.py on RANKS ranks under torchrun, in `folder`, with a timeout."""
+    process = torchrun(folder, str(WORKER), str(folder), *arguments, env=env)
     saved = {rank: folder / f"rank{rank}.pt" for rank in range(RANKS)}
     results = {
         rank: torch.load(path, weights_only=False) for rank, path in saved.items() if path.exists()
@@ -151,7 +159,7 @@ def run_ranks(folder: Path, *arguments: str, env: dict[str, str] | None = None) 
     return RanksRun(process, results)
 
 
-def ranks_failure(run: RanksRun) -> str:
+def ranks_failure(process: Process) -> str:
     """What a failed torchrun printed last: the failing rank's error and torchrun's summary."""
-    return "\n".join(run.process.stderr.strip().splitlines()[-30:])
+    return "\n".join(process.stderr.strip().splitlines()[-30:])
 {%- endif %}

@@ -134,7 +134,7 @@ def test_portable_export_runs_under_torchrun(mre_run, tmp_path):
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     pythonpath = os.pathsep.join(p for p in paths if os.path.abspath(p or ".") != source)
     run = run_ranks(tmp_path, str(path), env={"PYTHONPATH": pythonpath})
-    assert run.process.returncode == 0, ranks_failure(run)
+    assert run.process.returncode == 0, ranks_failure(run.process)
     assert sorted(run.results) == list(range(RANKS))
     for result in run.results.values():
         assert_same(result["output"], mre_run.output, rtol=1e-4, atol=1e-5)
