@@ -5,8 +5,9 @@
 
 It builds build_model() and example_inputs() as the MRE does and runs them eagerly.
 {%- if tp %} The model is
-sharded by parallel_plan() over one rank, as the MRE shards it, so the DTensor layers and their
-collectives are what Dynamo traces; run it with plain python (one rank), not torchrun.
+sharded by parallel_plan() as the MRE shards it, so Dynamo traces the DTensor layers and their
+collectives: over one rank under plain python, over N under `torchrun --nproc-per-node N -m
+{{ cookiecutter.package_name }} check` (rank 0 prints).
 {%- endif %} Then it lists
 every graph break (torch._dynamo.explain) with file:line, the reason and a one-line hint, and
 walks each rung of the npugraph_ex fault-isolation ladder that can run here, comparing each
