@@ -115,8 +115,11 @@ RANKS_TIMEOUT = 600
 WORKER = Path(__file__).with_name("two_ranks.py")
 
 
+Process = subprocess.CompletedProcess[str]
+
+
 class RanksRun(NamedTuple):
-    process: subprocess.CompletedProcess[str]
+    process: Process
     results: dict[int, dict[str, Any]]
     """What each rank saved (two_ranks.py): its output and the graphs it compiled."""
 
@@ -133,13 +136,13 @@ SOURCE = str(Path({{ cookiecutter.package_name }}.__file__).parents[1])
 """The folder this project's package is imported from: the ranks import the same code."""
 
 
-def run_ranks(folder: Path, *arguments: str, pythonpath: str = SOURCE) -> RanksRun:
-    """two_ranks.py on RANKS ranks under torchrun, in `folder`, with a timeout."""
+def torchrun(folder: Path, *arguments: str, pythonpath: str = SOURCE) -> Process:
+    """`torchrun --standalone --nproc-per-node RANKS <arguments>` in `folder`, with a timeout."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    command += [f"--nproc-per-node={RANKS}", str(WORKER), str(folder), *arguments]
+    command += [f"--nproc-per-node={RANKS}", *arguments]
     # One thread per rank: the ranks share this machine's cores.
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
-    process = subprocess.run(
+    return subprocess.run(
         command,
         cwd=folder,
         env=environment,
@@ -148,6 +151,11 @@ def run_ranks(folder: Path, *arguments: str, pythonpath: str = SOURCE) -> RanksR
         timeout=RANKS_TIMEOUT,
         check=False,
     )
+
+
+def run_ranks(folder: Path, *arguments: str, pythonpath: str = SOURCE) -> RanksRun:
+    """two_ranks.py on RANKS ranks under torchrun, in `folder`, with a timeout."""
+    process = torchrun(folder, str(WORKER), str(folder), *arguments, pythonpath=pythonpath)
     saved = {rank: folder / f"rank{rank}.pt" for rank in range(RANKS)}
     results = {
         rank: torch.load(path, weights_only=False) for rank, path in saved.items() if path.exists()
@@ -155,7 +163,7 @@ def run_ranks(folder: Path, *arguments: str, pythonpath: str = SOURCE) -> RanksR
     return RanksRun(process, results)
 
 
-def ranks_failure(run: RanksRun) -> str:
+def ranks_failure(process: Process) -> str:
     """What a failed torchrun printed last: the failing rank's error and torchrun's summary."""
-    return "\n".join(run.process.stderr.strip().splitlines()[-30:])
+    return "\n".join(process.stderr.strip().splitlines()[-30:])
 {%- endif %}

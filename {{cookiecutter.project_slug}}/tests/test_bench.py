@@ -1,3 +1,4 @@
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """bench: eager against graph mode, outputs checked first, timings summarized, recompiles named."""
 
 import contextlib
@@ -8,7 +9,11 @@ import pytest
 import torch
 from torch.utils._pytree import tree_map_only
 
+{% if tp -%}
+from conftest import RANKS, MreFailure, needs_ranks, ranks_failure, torchrun
+{% else -%}
 from conftest import MreFailure
+{% endif -%}
 from {{ cookiecutter.package_name }}.model import example_inputs
 from {{ cookiecutter.package_name }}.toolkit import bench
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, Backend, select_backend
@@ -147,7 +152,7 @@ def test_a_real_recompile_while_timing_is_reported(capsys, monkeypatch):
     """A graph that really recompiles during the timed loop is named in the result."""
     model = ReadsAGlobal()
     graph = torch.compile(model, backend="aot_eager", fullgraph=True, dynamic=False)
-    monkeypatch.setattr(bench, "build", lambda backend: (model, graph, (torch.ones(3),)))
+    monkeypatch.setattr(bench, "build", lambda backend{{ ", ranks" if tp else "" }}: (model, graph, (torch.ones(3),)))
     time_call = bench.time_call
 
     def recompiling_time_call(fn, dummy_input, device):
@@ -177,8 +182,8 @@ def test_outputs_that_differ_stop_the_run(capsys, monkeypatch):
     """A graph that computes something else is reported and exits 1 without timing."""
     build = bench.build
 
-    def off_by_one(backend):
-        eager, _, dummy_input = build(backend)
+    def off_by_one(backend{{ ", ranks" if tp else "" }}):
+        eager, _, dummy_input = build(backend{{ ", ranks" if tp else "" }})
         return eager, lambda *args: tree_map_only(torch.Tensor, plus_one, eager(*args)), dummy_input
 
     monkeypatch.setattr(bench, "build", off_by_one)
@@ -210,3 +215,60 @@ def test_unchanged_counters_report_no_recompile():
     result = summarize(fabricated_run(counters, dict(counters)))
     assert result["recompiled"] == []
     assert "none while timing" in bench.render_table(result)
+{%- if tp %}
+
+
+def group_backend() -> str:
+    """The process-group backend the ranks use here."""
+    return "hccl" if select_backend().device == "npu" else "gloo"
+
+
+def test_json_names_the_one_rank_it_ran(json_result):
+    """Without torchrun, bench runs as one rank, and the JSON's ranks key says so."""
+    assert json_result["ranks"] == {"size": 1, "backend": group_backend(), "slowest": 0}
+
+
+def test_table_names_the_one_rank_it_ran(table_run):
+    """Without torchrun, the table's ranks row names one rank and the process-group backend."""
+    row = f"ranks       1 ({group_backend()}), figures from rank 0, the only one"
+    assert row in table_run[0].splitlines()
+
+
+def rank_result(graph_p50: float, recompiled: list[str]) -> dict:
+    """One rank's summary, reduced to what choosing the slowest rank reads."""
+    return {"graph": {"p50_ms": graph_p50}, "recompiled": recompiled}
+
+
+def test_the_slowest_rank_s_figures_are_reported():
+    """The figures come from the rank with the highest graph p50; a recompile on any rank counts."""
+    results = [rank_result(1.0, []), rank_result(3.0, []), rank_result(2.0, ["stats.graphs"])]
+    result = bench.slowest_rank(results, {"size": 3, "backend": "gloo"})
+    assert result["graph"] == {"p50_ms": 3.0}
+    assert result["ranks"] == {"size": 3, "backend": "gloo", "slowest": 1}
+    assert result["recompiled"] == ["stats.graphs"]
+    assert bench.ranks_text(result["ranks"]) == "3 (gloo), figures from rank 1, the slowest"
+
+
+def test_a_mismatch_names_the_rank_it_happened_on(capsys):
+    """When one rank's graph output differs, rank 0's report names that rank and shows how."""
+    backend = Backend("aot_eager", "cpu", "a test")
+    group = {"size": 2, "backend": "gloo"}
+    bench.report_mismatch(backend, example_inputs(), [None, "off by one"], group, as_json=True)
+    captured = capsys.readouterr()
+    assert "does not match eager on rank 1, so nothing was timed" in captured.err
+    assert "rank 1: off by one" in captured.err
+    assert json.loads(captured.out)["ranks"] == {**group, "mismatched": [1]}
+
+
+def test_torchrun_ranks_print_one_result_and_exit_0(tmp_path):
+    """Under torchrun every rank times, rank 0 alone prints one JSON result, and all exit 0."""
+    if reason := needs_ranks():
+        pytest.skip(reason)
+    process = torchrun(tmp_path, "-m", "{{ cookiecutter.package_name }}", "bench", *FAST, "--json")
+    assert process.returncode == 0, ranks_failure(process)
+    (printed,) = process.stdout.splitlines()
+    result = json.loads(printed)
+    assert result["outputs_match"] is True
+    assert result["ranks"]["size"] == RANKS
+    assert result["ranks"]["slowest"] in range(RANKS)
+{%- endif %}

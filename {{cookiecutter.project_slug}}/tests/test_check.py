@@ -1,15 +1,30 @@
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """check: the sample is ready for graph mode; a graph break is found, located and explained."""
 
 import json
 from pathlib import Path
 
+{% if tp -%}
+import pytest
+{% endif -%}
 import torch
 from torch import nn
+{%- if tp %}
+from torch.distributed.tensor.parallel import ColwiseParallel
+{%- endif %}
 
 from {{ cookiecutter.package_name }} import model
 from {{ cookiecutter.package_name }}.toolkit import check
 
 
+{% if tp -%}
+@pytest.fixture
+def no_plan(monkeypatch):
+    """An empty parallel_plan(), for a model.py swapped for one the sample's plan does not fit."""
+    monkeypatch.setattr(model, "parallel_plan", lambda world_size: {})
+
+
+{% endif -%}
 def test_the_model_is_ready(capsys, mre_run):
     """The project's model has no graph break, and every rung here matches eager: exit 0.
 
@@ -31,7 +46,7 @@ class PrintsInForward(nn.Module):
         return x * 2
 
 
-def test_a_graph_break_is_listed_with_its_line_and_a_hint(capsys, monkeypatch):
+def test_a_graph_break_is_listed_with_its_line_and_a_hint(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
     """A print() in forward is a break reported at its file:line, with the fix, and exit 1."""
     monkeypatch.setattr(model, "build_model", PrintsInForward)
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(2),))
@@ -45,7 +60,7 @@ def test_a_graph_break_is_listed_with_its_line_and_a_hint(capsys, monkeypatch):
     assert {rung["name"]: rung["status"] for rung in result["rungs"]}["aot_eager"] == "fail"
 
 
-def test_float_token_ids_get_the_dtype_hint(capsys, monkeypatch):
+def test_float_token_ids_get_the_dtype_hint(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
     """An embedding fed floats cannot run at all: exit 2, and the hint says token ids are integers."""
     monkeypatch.setattr(model, "build_model", lambda: nn.Embedding(16, 4))
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.zeros(2, 3),))
@@ -65,7 +80,7 @@ class CountsCalls(nn.Module):
         return x * self.calls
 
 
-def test_a_recompile_on_the_next_call_is_a_problem(capsys, monkeypatch):
+def test_a_recompile_on_the_next_call_is_a_problem(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
     """A model that compiles again on its second call is named as recompiling: exit 1."""
     monkeypatch.setattr(model, "build_model", CountsCalls)
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3),))
@@ -73,3 +88,13 @@ def test_a_recompile_on_the_next_call_is_a_problem(capsys, monkeypatch):
     result = json.loads(capsys.readouterr().out)
     assert code == 1
     assert "aot_eager recompiled" in {finding["what"] for finding in result["findings"]}
+{%- if tp %}
+
+
+def test_the_model_is_sharded_as_the_mre_shards_it(capsys, monkeypatch):
+    """check shards build_model() by parallel_plan(): a key that names nothing stops it, exit 2."""
+    plan = {"no_such_layer": ColwiseParallel()}
+    monkeypatch.setattr(model, "parallel_plan", lambda world_size: plan)
+    assert check.main([]) == 2
+    assert "'no_such_layer' names no submodule" in capsys.readouterr().out
+{%- endif %}

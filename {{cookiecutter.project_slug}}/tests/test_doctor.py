@@ -1,4 +1,5 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """The doctor: the right verdict here and on simulated broken machines, never a traceback."""
 
 import json
@@ -8,6 +9,11 @@ import os
 import sys
 
 import pytest
+{%- if tp %}
+import torch
+from torch import nn
+from torch.distributed.tensor.parallel import ColwiseParallel
+{%- endif %}
 
 from conftest import forget_torch_npu
 from {{ cookiecutter.package_name }} import model
@@ -21,6 +27,10 @@ from {{ cookiecutter.package_name }}.toolkit.compile_cache import CACHE_DIR
 @pytest.fixture(autouse=True)
 def default_backend(monkeypatch):
     monkeypatch.delenv(BACKEND_ENV, raising=False)
+{%- if tp %}
+    # torchrun sets it, and it is --nproc-per-node's default.
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+{%- endif %}
 
 
 def run(capsys, *arguments: str) -> tuple[int, str]:
@@ -248,6 +258,87 @@ def test_a_crashing_check_is_reported_not_raised(capsys, monkeypatch):
     assert "FAIL  explodes" in report
     assert "disk on fire" in report
     assert "mre-backend" in report
+{%- if tp %}
+
+
+@pytest.fixture
+def unsplittable(monkeypatch):
+    """A model.py whose plan column-splits a layer of 4 outputs: 3 ranks cannot share it."""
+    monkeypatch.setattr(model, "build_model", lambda: nn.Sequential(nn.Linear(4, 4)))
+    monkeypatch.setattr(model, "parallel_plan", lambda world_size: {"0": ColwiseParallel()})
+
+
+def test_ranks_and_plan_pass_by_default(capsys):
+    """With one rank, the default, the model splits and the ranks have what they need."""
+    _, report = run(capsys)
+    status, _, detail = line_of(report, "ranks").split(maxsplit=2)
+    assert (status, detail.split()[0]) == ("OK", "1")
+    status, _, detail = line_of(report, "plan").split(maxsplit=2)
+    assert (status, detail.split()[:2]) == ("OK", ["parallel_plan(1)", "splits"])
+
+
+def test_a_model_the_ranks_cannot_split_means_nothing_can_run(capsys, unsplittable):
+    """A layer that does not divide by --nproc-per-node is a FAIL naming it: exit 2."""
+    code, report = run(capsys, "--nproc-per-node", "3")
+    assert code == 2
+    line = line_of(report, "plan")
+    assert line.startswith("FAIL")
+    assert "0.out_features=4 cannot be split across 3 ranks" in line
+
+
+def test_a_plan_that_refuses_the_ranks_means_nothing_can_run(capsys, monkeypatch):
+    """parallel_plan() raising for this many ranks is a FAIL with its message: exit 2."""
+
+    def refuses(world_size):
+        raise ValueError(f"8 heads cannot be split across {world_size} ranks")
+
+    monkeypatch.setattr(model, "parallel_plan", refuses)
+    code, report = run(capsys, "--nproc-per-node", "3")
+    assert code == 2
+    status, _, detail = line_of(report, "plan").split(maxsplit=2)
+    assert status == "FAIL"
+    assert detail.startswith("ValueError: 8 heads cannot be split across 3 ranks")
+
+
+def test_ranks_default_to_torchrun_s_local_world_size(capsys, monkeypatch, unsplittable):
+    """Without --nproc-per-node, the doctor checks $LOCAL_WORLD_SIZE ranks, as torchrun sets it."""
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    _, report = run(capsys)
+    assert "across 3 ranks" in line_of(report, "plan")
+
+
+def test_each_rank_needs_its_own_npu():
+    """More ranks than visible NPUs is a blocking FAIL naming both and the two fixes."""
+    check = doctor.fit_ranks(npu_ok=True, visible=1, wanted=2)
+    assert (check.status, check.blocking) == ("FAIL", True)
+    assert check.detail == "--nproc-per-node 2 needs 2 NPUs (one per rank); 1 visible"
+    assert "lower --nproc-per-node to at most 1" in check.fix
+    assert "ASCEND_RT_VISIBLE_DEVICES" in check.fix
+
+
+def test_enough_npus_or_cpu_ranks_pass():
+    """An NPU per rank passes over hccl; off NPU, any number of ranks runs on the CPU over gloo."""
+    on_npus = doctor.fit_ranks(npu_ok=True, visible=8, wanted=2)
+    assert (on_npus.status, on_npus.detail) == ("OK", "2 ranks over hccl, one NPU each (8 visible)")
+    on_cpu = doctor.fit_ranks(npu_ok=False, visible=0, wanted=2)
+    assert on_cpu.status == "OK"
+    assert on_cpu.detail == "2 CPU ranks over gloo (no NPU: hccl needs one per rank)"
+
+
+def test_a_missing_process_group_backend_means_nothing_can_run(capsys, monkeypatch):
+    """Without the backend the ranks need (hccl on an NPU, gloo elsewhere): FAIL, exit 2."""
+    if npu_status()[0]:
+        monkeypatch.setattr(torch.distributed.Backend, "backend_list", ["gloo"])
+        needed = "hccl"
+    else:
+        monkeypatch.setattr(torch.distributed, "is_gloo_available", lambda: False)
+        needed = "gloo"
+    code, report = run(capsys)
+    assert code == 2
+    status, _, detail = line_of(report, "ranks").split(maxsplit=2)
+    assert status == "FAIL"
+    assert detail.startswith(f"torch.distributed has no {needed} backend")
+{%- endif %}
 {%- if cache %}
 
 

@@ -128,7 +128,7 @@ def test_portable_export_runs_under_torchrun(mre_run, tmp_path):
     shadow = "raise ImportError('the exported file imports the project')\n"
     (tmp_path / f"{PACKAGE}.py").write_text(shadow)
     run = run_ranks(tmp_path, str(path), pythonpath="")
-    assert run.process.returncode == 0, ranks_failure(run)
+    assert run.process.returncode == 0, ranks_failure(run.process)
     assert sorted(run.results) == list(range(RANKS))
     for result in run.results.values():
         assert_same(result["output"], mre_run.output, rtol=1e-4, atol=1e-5)

@@ -24,7 +24,7 @@ def two_ranks(tmp_path_factory):
         pytest.skip(reason)
     run = run_ranks(tmp_path_factory.mktemp("ranks"))
     if run.process.returncode:
-        failure = f"torchrun exited {run.process.returncode}:\n{ranks_failure(run)}"
+        failure = f"torchrun exited {run.process.returncode}:\n{ranks_failure(run.process)}"
         pytest.fail(failure, pytrace=False)
     return run
 

@@ -1,20 +1,34 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """Benchmark eager against graph mode: the same model, weights and input, timed call by call.
 
 Run it with
 
     python -m {{ cookiecutter.package_name }} bench [--json] [--iters N] [--warmup N] [--backend B]
+{%- if tp %}
+    torchrun --nproc-per-node N -m {{ cookiecutter.package_name }} bench [...]
 
-It runs build_model() on example_inputs(), as the MRE does. First it checks that graph mode
+It runs build_model() on example_inputs(), sharded by parallel_plan() as the MRE does: plain
+python runs one rank, torchrun N ranks; eager is the sharded model run eagerly, so both sides
+run the collectives.
+{%- else %}
+
+It runs build_model() on example_inputs(), as the MRE does.
+{%- endif %} First it checks that graph mode
 computes what eager computes, and times the first graph call
 (Dynamo, AOT and capture) on its own. Then it warms both up and times `--iters` iterations of
 one eager and one graph call each. It prints per-call p50, p95 and mean latency, the speedup
 (the median of the per-iteration eager/graph ratios, with its interquartile range), and a
 warning if anything recompiled or recaptured while it timed. Off NPU, graph mode runs the
 stand-in backend, whose numbers say nothing about NPU speed.
+{%- if tp %}
+
+Every rank times its own calls in lockstep. Rank 0 alone prints: the figures of the slowest rank
+(the highest graph p50: a step is as slow as its slowest rank), and which rank that was.
+{%- endif %}
 
 Exit status: 0 after a run, 1 if graph mode and eager disagree (nothing is timed), 2 if the
-backend cannot run here.
+backend cannot run here.{{ " Every rank exits with the same status." if tp else "" }}
 """
 
 from __future__ import annotations
@@ -33,12 +47,15 @@ from typing import Any
 import torch
 from torch._dynamo.utils import counters
 
-from ..model import build_model, example_inputs
+from ..model import build_model, example_inputs{{ ", parallel_plan" if tp else "" }}
 from .backend import BACKEND_ENV, Backend, select_backend
 {%- if cache %}
 from .compile_cache import CachedModel
 {%- endif %}
 from .contract import assert_same, clone, describe_tree, to_device
+{%- if tp %}
+from .parallel import Ranks, tensor_parallel
+{%- endif %}
 from .report import synchronize
 
 Call = Callable[..., Any]
@@ -63,9 +80,14 @@ class Run:
 class Progress:
     """One status line on stderr, rewritten in place; silent unless stderr is a terminal."""
 
-    def __init__(self) -> None:
+    def __init__(self{{ ", quiet: bool = False" if tp else "" }}) -> None:
         # Piped or captured output (CI logs, `--json | jq`) must not fill up with status lines.
+{%- if tp %}
+        # quiet: a rank other than 0, whose line would overwrite rank 0's.
+        self.live = sys.stderr.isatty() and not quiet
+{%- else %}
         self.live = sys.stderr.isatty()
+{%- endif %}
 
     def show(self, text: str) -> None:
         if self.live:
@@ -112,13 +134,21 @@ def parse_args(argv: Sequence[str] | None, prog: str | None) -> argparse.Namespa
     return parser.parse_args(argv)
 
 
+{% if tp -%}
+def build(backend: Backend, ranks: Ranks) -> tuple[Call, Call, tuple[Any, ...]]:
+    """The sharded model run eagerly, its graph, and the inputs, seeded and sharded as in the MRE."""
+    torch.manual_seed(0)
+    model = ranks.shard(build_model().to(ranks.device).eval(), parallel_plan(ranks.size))
+    dummy_input = to_device(example_inputs(), ranks.device)
+{%- else -%}
 def build(backend: Backend) -> tuple[Call, Call, tuple[Any, ...]]:
     """The eager callable, the graph callable and the inputs, seeded as in the MRE."""
     torch.manual_seed(0)
     model = build_model().to(backend.device).eval()
     dummy_input = to_device(example_inputs(), backend.device)
+{%- endif %}
 {%- if cache %}
-    return model, CachedModel(model), dummy_input
+    return model, CachedModel(model{{ ", **ranks.cache_keywords()" if tp else "" }}), dummy_input
 {%- else %}
     graph = torch.compile(
         model,
@@ -270,6 +300,29 @@ def summarize(
     }
 
 
+{% if tp -%}
+def group_of(ranks: Ranks) -> dict[str, Any]:
+    """The job's world size and process-group backend, as plain values every rank can send."""
+    return {"size": ranks.size, "backend": ranks.backend}
+
+
+def slowest_rank(results: list[dict[str, Any]], group: dict[str, Any]) -> dict[str, Any]:
+    """The result of the rank with the highest graph p50, naming that rank under "ranks".
+
+    A step is as slow as its slowest rank. `recompiled` lists what moved on any rank.
+    """
+    slowest = max(range(len(results)), key=lambda rank: results[rank]["graph"]["p50_ms"])
+    recompiled = sorted({name for result in results for name in result["recompiled"]})
+    return {**results[slowest], "recompiled": recompiled, "ranks": {**group, "slowest": slowest}}
+
+
+def ranks_text(ranks: dict[str, Any]) -> str:
+    """The table's ranks row: the world size, the backend, and whose figures these are."""
+    whose = "the slowest" if ranks["size"] > 1 else "the only one"
+    return f"{ranks['size']} ({ranks['backend']}), figures from rank {ranks['slowest']}, {whose}"
+
+
+{% endif -%}
 def render_table(result: dict[str, Any]) -> str:
     """The result as aligned rows, for a terminal or a bug report."""
     on_device = result["graph"]["device_mean_ms"] is not None
@@ -301,12 +354,40 @@ def render_table(result: dict[str, Any]) -> str:
         ("speedup", ratio),
         ("recompiles", recompiles),
     ]
+{%- if tp %}
+    if "ranks" in result:
+        rows.insert(2, ("ranks", ranks_text(result["ranks"])))
+{%- endif %}
     if result["note"]:
         rows.append(("note", result["note"]))
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}".rstrip() for label, value in rows)
 
 
+{% if tp -%}
+def report_mismatch(
+    backend: Backend,
+    dummy_input: tuple[Any, ...],
+    mismatches: list[str | None],
+    group: dict[str, Any],
+    as_json: bool,
+) -> None:
+    """Say on stderr which ranks' graph mode differs from eager, and how on the first of them.
+
+    With --json, also print a failed result.
+    """
+    failed = [rank for rank, mismatch in enumerate(mismatches) if mismatch is not None]
+    where = f"rank{'s' * (len(failed) > 1)} {', '.join(map(str, failed))}"
+    print(
+        f"bench: {backend.name} does not match eager on {where}, so nothing was timed:",
+        file=sys.stderr,
+    )
+    print(f"rank {failed[0]}: {mismatches[failed[0]]}", file=sys.stderr)
+    if as_json:
+        # The same leading keys as a full result, so a script can tell what failed where.
+        ranks = {**group, "mismatched": failed}
+        print(json.dumps({**header(backend, dummy_input), "outputs_match": False, "ranks": ranks}))
+{%- else -%}
 def report_mismatch(
     backend: Backend, dummy_input: tuple[Any, ...], mismatch: str, as_json: bool
 ) -> None:
@@ -316,6 +397,7 @@ def report_mismatch(
     if as_json:
         # The same leading keys as a full result, so a script can tell what failed where.
         print(json.dumps({**header(backend, dummy_input), "outputs_match": False}))
+{%- endif %}
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
@@ -330,6 +412,34 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     except (RuntimeError, ValueError) as error:
         print(f"bench: {error}", file=sys.stderr)
         return 2
+{%- if tp %}
+    with torch.no_grad(), tensor_parallel(backend) as ranks:
+        group = group_of(ranks)
+        progress = Progress(quiet=not ranks.is_first)
+        try:
+            eager, graph, dummy_input = build(backend, ranks)
+            progress.show(f"bench: first {backend.name} call (compile and capture)")
+            compile_s = time_first_call(graph, dummy_input, backend.device)
+            progress.show("bench: comparing outputs")
+            # Decided jointly: a rank that stopped here would leave the others in a collective.
+            mismatches = ranks.gather(compare_outputs(eager, graph, dummy_input))
+            if all(mismatch is None for mismatch in mismatches):
+                # Every rank makes the same calls in the same order, so the collectives pair up.
+                run = measure(
+                    eager, graph, dummy_input, backend.device, args.warmup, args.iters, progress
+                )
+                summary = summarize(backend, dummy_input, args.warmup, compile_s, run)
+                results = ranks.gather(summary)
+        finally:
+            progress.clear()
+    if any(mismatch is not None for mismatch in mismatches):
+        if ranks.is_first:
+            report_mismatch(backend, dummy_input, mismatches, group, args.json)
+        return 1
+    if not ranks.is_first:
+        return 0
+    result = slowest_rank(results, group)
+{%- else %}
     progress = Progress()
     try:
         with torch.no_grad():
@@ -348,6 +458,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         report_mismatch(backend, dummy_input, mismatch, args.json)
         return 1
     result = summarize(backend, dummy_input, args.warmup, compile_s, run)
+{%- endif %}
     print(json.dumps(result) if args.json else render_table(result))
     if result["recompiled"]:
         print(

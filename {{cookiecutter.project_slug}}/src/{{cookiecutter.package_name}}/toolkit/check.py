@@ -1,8 +1,14 @@
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """Is my model ready for graph mode? Every graph break, then each rung of the fault-isolation ladder.
 
     python -m {{ cookiecutter.package_name }} check [--json]
 
-It builds build_model() and example_inputs() as the MRE does and runs them eagerly. Then it lists
+It builds build_model() and example_inputs() as the MRE does and runs them eagerly.
+{%- if tp %} The model is
+sharded by parallel_plan() as the MRE shards it, so Dynamo traces the DTensor layers and their
+collectives: over one rank under plain python, over N under `torchrun --nproc-per-node N -m
+{{ cookiecutter.package_name }} check` (rank 0 prints).
+{%- endif %} Then it lists
 every graph break (torch._dynamo.explain) with file:line, the reason and a one-line hint, and
 walks each rung of the npugraph_ex fault-isolation ladder that can run here, comparing each
 output with eager's: the `eager` backend (Dynamo only), `aot_eager` (the stand-in), and on an NPU
@@ -28,8 +34,21 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+{% if tp -%}
+from .backend import (
+    ACLOP_CAPTURE_ERROR,
+    ACLOP_CAPTURE_HINT,
+    NPUGRAPH_EX_OPTIONS,
+    Backend,
+    npu_status,
+)
+{% else -%}
 from .backend import ACLOP_CAPTURE_ERROR, ACLOP_CAPTURE_HINT, NPUGRAPH_EX_OPTIONS, npu_status
+{% endif -%}
 from .contract import assert_same, clone, non_tensor_leaves, to_device
+{%- if tp %}
+from .parallel import Ranks, tensor_parallel
+{%- endif %}
 
 # (pattern in the error or break reason, the hint a first-day user needs).
 HINTS: tuple[tuple[str, str], ...] = (
@@ -227,6 +246,18 @@ def run_rung(
     return Rung(name, status, "; ".join(f.what for f in findings) or "matches eager"), findings
 
 
+{% if tp -%}
+def check(ranks: Ranks) -> Result:
+    """Run every check on the model of model.py, sharded over `ranks`; the result holds the verdict."""
+    npu_ok, why = npu_status()
+    device = ranks.device
+    result = Result()
+    try:
+        from ..model import build_model, example_inputs, parallel_plan
+
+        torch.manual_seed(0)
+        model = ranks.shard(build_model().to(device).eval(), parallel_plan(ranks.size))
+{%- else -%}
 def check() -> Result:
     """Run every check on the model of model.py; the result holds the verdict."""
     npu_ok, why = npu_status()
@@ -237,6 +268,7 @@ def check() -> Result:
 
         torch.manual_seed(0)
         model = build_model().to(device).eval()
+{%- endif %}
         inputs = to_device(example_inputs(), device)
         # New data of the same shapes, as the next inference step would bring.
         torch.manual_seed(1)
@@ -294,8 +326,17 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     arguments = parser.parse_args(argv)
     # What your model prints goes to stderr: stdout holds the report (or the JSON) alone.
+{%- if tp %}
+    # tensor_parallel() needs only the device: each rung names its own torch.compile backend.
+    here = Backend("check", "npu" if npu_status()[0] else "cpu", "the fault-isolation ladder")
+    with contextlib.redirect_stdout(sys.stderr), tensor_parallel(here) as ranks:
+        result = check(ranks)
+    if not ranks.is_first:
+        return result.verdict
+{%- else %}
     with contextlib.redirect_stdout(sys.stderr):
         result = check()
+{%- endif %}
     print(json.dumps(asdict(result), indent=2) if arguments.json else render(result))
     return result.verdict
 

@@ -1,7 +1,14 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """Why won't graph mode run here? One screen of OK / WARN / FAIL lines, each FAIL with its fix.
 
     python -m {{ cookiecutter.package_name }} doctor [--json]
+{%- if tp %} [--nproc-per-node N]
+
+--nproc-per-node is the torchrun option you will run the MRE with (default: $LOCAL_WORLD_SIZE,
+else 1): the ranks check wants an NPU per rank, the plan check that parallel_plan() splits
+build_model() across that many ranks.
+{%- endif %}
 
 Exit 0 when the MRE runs in graph mode (npugraph_ex) on this machine, 1 when it runs but falls
 back to a stand-in, 2 when it cannot run at all. Whatever is broken, it reports instead of
@@ -263,6 +270,69 @@ def check_model() -> Check:
     return Check("model", "OK", detail)
 
 
+{% if tp -%}
+def fit_ranks(npu_ok: bool, visible: int, wanted: int) -> Check:
+    """The ranks check from what was probed: `wanted` ranks, and `visible` NPUs if npu_ok."""
+    ranks = f"rank{'s' * (wanted != 1)}"
+    if not npu_ok:
+        detail = f"{wanted} CPU {ranks} over gloo (no NPU: hccl needs one per rank)"
+        return Check("ranks", "OK", detail)
+    if visible < wanted:
+        detail = f"--nproc-per-node {wanted} needs {wanted} NPUs (one per rank); {visible} visible"
+        fix = (
+            f"lower --nproc-per-node to at most {visible}, or make {wanted} NPUs visible with "
+            "ASCEND_RT_VISIBLE_DEVICES (npu-smi info lists them)"
+        )
+        return Check("ranks", "FAIL", detail, fix, blocking=True)
+    return Check("ranks", "OK", f"{wanted} {ranks} over hccl, one NPU each ({visible} visible)")
+
+
+def check_ranks(wanted: int) -> Check:
+    """torch.distributed, the backend the ranks need, and an NPU for each rank on an NPU."""
+    import torch
+    import torch.distributed as dist
+
+    from .backend import npu_status
+
+    npu_ok, _ = npu_status()
+    if not dist.is_available():
+        fix = "install a torch build with torch.distributed (the official wheels have it)"
+        return Check("ranks", "FAIL", "this torch has no torch.distributed", fix, blocking=True)
+    # torch_npu registers hccl when it loads, which npu_status() has done on an NPU.
+    if npu_ok and "hccl" not in dist.Backend.backend_list:
+        fix = "reinstall torch_npu: it registers hccl with torch.distributed when it loads"
+        return Check("ranks", "FAIL", "torch.distributed has no hccl backend", fix, blocking=True)
+    if not npu_ok and not dist.is_gloo_available():
+        fix = "install a torch build with gloo (the official wheels have it)"
+        return Check("ranks", "FAIL", "torch.distributed has no gloo backend", fix, blocking=True)
+    return fit_ranks(npu_ok, torch.npu.device_count() if npu_ok else 0, wanted)
+
+
+def check_plan(wanted: int) -> Check:
+    """parallel_plan() shards build_model() across `wanted` ranks: no process group needed."""
+    import torch
+
+    fix = (
+        "as the message says: another --nproc-per-node, or change parallel_plan() or the model "
+        "in model.py"
+    )
+    try:
+        from ..model import build_model, parallel_plan
+        from .parallel import check_plan as check_split
+
+        torch.manual_seed(0)
+        model = build_model()
+        plan = parallel_plan(wanted)
+        check_split(model, plan, wanted)
+    except Exception as error:  # noqa: BLE001  (your model and plan may raise anything)
+        detail = f"{type(error).__name__}: {error}".splitlines()[0]
+        return Check("plan", "FAIL", detail, fix, blocking=True)
+    ranks = f"{wanted} rank{'s' * (wanted != 1)}"
+    detail = f"parallel_plan({wanted}) splits {len(plan)} submodules of build_model() over {ranks}"
+    return Check("plan", "OK", detail)
+
+
+{% endif -%}
 def check_mre_imports() -> Check:
     """The MRE module imports, so `python -m <package>.mre` gets as far as running."""
     mre = f"{__package__.rpartition('.')[0]}.mre"
@@ -289,14 +359,31 @@ CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
     check_cache_dir,
 {%- endif %}
 )
+{%- if tp %}
+RANK_CHECKS: tuple[Callable[[int], Check], ...] = (check_ranks, check_plan)
+"""The checks that take the number of ranks (--nproc-per-node)."""
+{%- endif %}
 
 
+{% if tp -%}
+def run_checks(wanted: int = 1) -> list[Check]:
+    """Every check, each shielded: one that crashes is reported as a FAIL with its error.
+
+    `wanted` is the number of ranks, for RANK_CHECKS.
+    """
+    results = []
+    calls = [*((check, ()) for check in CHECKS), *((check, (wanted,)) for check in RANK_CHECKS)]
+    for check, arguments in calls:
+        try:
+            outcome = check(*arguments)
+{%- else -%}
 def run_checks() -> list[Check]:
     """Every check, each shielded: one that crashes is reported as a FAIL with its error."""
     results = []
     for check in CHECKS:
         try:
             outcome = check()
+{%- endif %}
         except Exception as error:  # noqa: BLE001  (the doctor must report, never crash)
             name = check.__name__.removeprefix("check_")
             outcome = Check(name, "FAIL", f"the check itself failed: {error!r}")
@@ -325,11 +412,31 @@ def render(checks: list[Check], summary: str) -> str:
     return "\n".join([*lines, "", summary])
 
 
+{% if tp -%}
+def ranks_count(text: str) -> int:
+    """argparse type: a number of ranks, 1 or more."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of ranks (1 or more)")
+    return int(text)
+
+
+{% endif -%}
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+{%- if tp %}
+    parser.add_argument(
+        "--nproc-per-node",
+        type=ranks_count,
+        # A string: argparse parses a default through `type` too.
+        default=os.environ.get("LOCAL_WORLD_SIZE", "1"),
+        metavar="N",
+        help="ranks you will run on this machine, as torchrun's option (default: "
+        "$LOCAL_WORLD_SIZE, else 1)",
+    )
+{%- endif %}
     arguments = parser.parse_args(argv)
-    checks = run_checks()
+    checks = run_checks({{ "arguments.nproc_per_node" if tp else "" }})
     code, summary = verdict(checks)
     if arguments.json:
         report = {
