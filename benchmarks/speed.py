@@ -41,18 +41,30 @@ def main(repeats: int) -> None:
 
         seconds = median_seconds(bake_fresh, repeats)
         print(f"bake (default answers, in-process)    {seconds:6.2f} s")
-        for mode in CHOICES["mode"]:
-            project = bake_fresh(mode=mode)
+        setups = {mode: {"mode": mode} for mode in CHOICES["mode"]}
+        setups["tensor_parallel"] = {"parallel": "tensor_parallel"}
+        for name, answers in setups.items():
+            project = bake_fresh(**answers)
+            mre_module = ["-m", f"{package_of(project)}.mre"]
+            if name == "tensor_parallel":
+                # The MRE as a tensor-parallel user runs it: two ranks under torchrun.
+                mre_module = [
+                    "-m",
+                    "torch.distributed.run",
+                    "--standalone",
+                    "--nproc-per-node=2",
+                    *mre_module,
+                ]
             mre = median_seconds(
-                lambda project=project: run_in(project, "-m", f"{package_of(project)}.mre"), repeats
+                lambda project=project, command=mre_module: run_in(project, *command), repeats
             )
             suite = median_seconds(
                 lambda project=project: run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
                 repeats,
             )
-            print(f"MRE run, {mode:<14}               {mre:6.2f} s")
+            print(f"MRE run, {name:<15}              {mre:6.2f} s")
             print(
-                f"project tests, {mode:<14}         {suite:6.2f} s"
+                f"project tests, {name:<15}        {suite:6.2f} s"
                 f"  = {suite / mre:.2f} x its MRE run, {suite / import_torch:.1f} x import torch"
             )
 
