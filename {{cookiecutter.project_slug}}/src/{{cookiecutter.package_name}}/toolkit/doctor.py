@@ -328,7 +328,8 @@ def check_plan(wanted: int) -> Check:
         detail = f"{type(error).__name__}: {error}".splitlines()[0]
         return Check("plan", "FAIL", detail, fix, blocking=True)
     ranks = f"{wanted} rank{'s' * (wanted != 1)}"
-    detail = f"parallel_plan({wanted}) splits {len(plan)} submodules of build_model() over {ranks}"
+    entries = f"{len(plan)} entr{'ies' if len(plan) != 1 else 'y'}"
+    detail = f"parallel_plan({wanted}) splits build_model() over {ranks} ({entries})"
     return Check("plan", "OK", detail)
 
 
