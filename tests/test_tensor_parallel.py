@@ -33,13 +33,12 @@ def one_line(report: str, row: str) -> list[str]:
     return [line for line in report.splitlines() if line.startswith(f"{row:<11} ")]
 
 
-# Two ranks in every tensor-parallel variant; one rank (torchrun's rendezvous with a world of one)
-# once per mode. Each variant's own suite also runs two ranks and its export under torchrun.
+# One rank (torchrun's rendezvous with a world of one) in each mode without a custom op, two with
+# one. Each variant's own suite also runs two ranks, its export and its bench under torchrun.
 RUNS = [
     pytest.param(answers, ranks, id=f"{variant_id(answers)}-{ranks}", marks=pytest.mark.slow)
     for answers in TP_VARIANTS
-    for ranks in (1, 2)
-    if ranks == 2 or answers["custom_op"] == "none"
+    for ranks in ((1,) if answers["custom_op"] == "none" else (2,))
 ]
 
 
