@@ -146,8 +146,9 @@ def start(backend: Backend) -> Ranks:
         device, group_backend = f"npu:{local_rank}", "hccl"
     else:
         device, group_backend = "cpu", "gloo"
-    if "MASTER_ADDR" in os.environ:
-        # torchrun's rendezvous: every rank finds the others through MASTER_ADDR:MASTER_PORT.
+    if "WORLD_SIZE" in os.environ:
+        # Launched by torchrun, which also sets MASTER_ADDR and MASTER_PORT, where every rank
+        # finds the others. (Not MASTER_ADDR alone: clusters often export it for everything.)
         dist.init_process_group(group_backend, timeout=COLLECTIVE_TIMEOUT)
     else:
         # Plain python: one rank, which needs no rendezvous (nor a free port).
