@@ -65,6 +65,14 @@ def test_the_plan_shards_every_layer_it_names():
                     assert isinstance(weight.placements[0], Shard), path
 
 
+def test_plain_python_is_one_rank_even_with_master_addr_exported(monkeypatch):
+    """Without torchrun (no WORLD_SIZE) the job is one rank, whatever MASTER_ADDR a shell exports."""
+    monkeypatch.setenv("MASTER_ADDR", "an-unreachable-host.invalid")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with tensor_parallel(select_backend()) as ranks:
+        assert (ranks.rank, ranks.size) == (0, 1)
+
+
 def test_a_plan_key_that_names_no_submodule_is_refused():
     """A typo in parallel_plan() is an error naming the key and the model's children."""
     model = nn.Sequential(nn.Linear(4, 4))
