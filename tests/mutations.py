@@ -267,6 +267,14 @@ MUTATIONS = (
         {**TENSOR_PARALLEL, "mode": "cache_compile"},
     ),
     Mutation(
+        "an exported MASTER_ADDR makes plain python wait for a rendezvous",
+        f"{TOOLKIT}/parallel.py",
+        '    if "WORLD_SIZE" in os.environ:',
+        '    if "MASTER_ADDR" in os.environ:',
+        "tests/test_tensor_parallel.py -k plain_python",
+        TENSOR_PARALLEL,
+    ),
+    Mutation(
         "a failing rank's error is not recorded for torchrun",
         f"{TOOLKIT}/parallel.py",
         "        ErrorHandler().record_exception(error)",
