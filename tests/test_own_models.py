@@ -17,11 +17,13 @@ from conftest import bake, package_of, run_in
 OWN_MODELS = Path(__file__).parent / "own_models"
 
 
-def drop_in(project: Path, files: dict[str, str], **placeholders: str) -> None:
-    """Copy fixture files into the package as the user's own (model.py replaced)."""
+def drop_in(project: Path, files: dict[str, str | tuple[str, ...]], **placeholders: str) -> None:
+    """Copy fixture files into the package as the user's own (model.py replaced); a tuple of
+    fixtures is one file, each appended to the one before, as the README says to add them."""
     package = project / "src" / package_of(project)
-    for target, fixture in files.items():
-        text = (OWN_MODELS / fixture).read_text()
+    for target, fixtures in files.items():
+        parts = (fixtures,) if isinstance(fixtures, str) else fixtures
+        text = "\n\n".join((OWN_MODELS / fixture).read_text() for fixture in parts)
         for placeholder, value in {"PACKAGE": package.name, **placeholders}.items():
             text = text.replace(placeholder, value)
         (package / target).write_text(text)
@@ -69,7 +71,7 @@ CASES = {
         {},
     ),
     "transformers language model on token ids, tensor parallel": (
-        {"model.py": "language_model_tp.py"},
+        {"model.py": ("language_model.py", "language_model_plan.py")},
         {"parallel": "tensor_parallel"},
     ),
     "two inputs, cache_compile mode": (
@@ -144,10 +146,8 @@ def test_a_graph_break_fails_once_and_briefly(tmp_path):
 def test_readme_tensor_parallel_plan_is_the_tested_one(baked):
     """The tensor-parallel README's plan for the Llama example is the one the tested model adds."""
     readme = (baked(parallel="tensor_parallel") / "README.md").read_text()
-    tested = (OWN_MODELS / "language_model_tp.py").read_text()
-    plan = tested[tested.index("def parallel_plan") :]
-    (imports,) = [line for line in tested.splitlines() if "tensor.parallel" in line]
-    assert f"```python\n{imports}\n\n\n{plan}```" in readme
+    plan = (OWN_MODELS / "language_model_plan.py").read_text()
+    assert f"```python\n{plan}```" in readme
 
 
 @pytest.mark.parametrize("fixture", ["language_model.py", "two_inputs.py", "several_modules/model.py"])

@@ -53,7 +53,7 @@ def test_rank_zero_alone_prints_the_report_with_a_ranks_line(two_ranks):
 
 def test_the_plan_shards_every_layer_it_names():
     """Each layer that parallel_plan() names holds sharded weights after Ranks.shard (one rank)."""
-    with tensor_parallel(select_backend()) as ranks:
+    with tensor_parallel(select_backend().device) as ranks:
         plan = parallel_plan(ranks.size)
         model = ranks.shard(build_model(), plan)
         for key in plan:
@@ -69,7 +69,7 @@ def test_plain_python_is_one_rank_even_with_master_addr_exported(monkeypatch):
     """Without torchrun (no WORLD_SIZE) the job is one rank, whatever MASTER_ADDR a shell exports."""
     monkeypatch.setenv("MASTER_ADDR", "an-unreachable-host.invalid")
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    with tensor_parallel(select_backend()) as ranks:
+    with tensor_parallel(select_backend().device) as ranks:
         assert (ranks.rank, ranks.size) == (0, 1)
 
 

@@ -53,7 +53,7 @@ def infer_one_step():
       inputs on every run{{ " and every rank" if tp else "" }}, so runs compare and anyone can rebuild the
       eager reference
 {%- if tp %}
-    - tensor_parallel(backend): this process is one rank of the torchrun job (one rank without
+    - tensor_parallel(backend.device): this process is one rank of the torchrun job (one rank without
       torchrun), on npu:<LOCAL_RANK> with hccl, or the CPU with gloo; the process group is
       destroyed on the way out, error or not
     - ranks.shard(model, parallel_plan(ranks.size)): parallelize_module over a DeviceMesh of all
@@ -69,7 +69,7 @@ def infer_one_step():
     backend = select_backend()
     config = backend.options
 {%- if tp %}
-    with tensor_parallel(backend) as ranks:
+    with tensor_parallel(backend.device) as ranks:
         model = ranks.shard(build_model().to(ranks.device).eval(), parallel_plan(ranks.size))
 {%- if cache %}
         compiled_model = CachedModel(model, cache_dir=CACHE_DIR, **ranks.cache_keywords())

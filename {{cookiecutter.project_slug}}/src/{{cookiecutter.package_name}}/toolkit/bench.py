@@ -413,7 +413,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         print(f"bench: {error}", file=sys.stderr)
         return 2
 {%- if tp %}
-    with torch.no_grad(), tensor_parallel(backend) as ranks:
+    with torch.no_grad(), tensor_parallel(backend.device) as ranks:
         group = group_of(ranks)
         progress = Progress(quiet=not ranks.is_first)
         try:

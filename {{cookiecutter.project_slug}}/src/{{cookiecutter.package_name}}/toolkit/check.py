@@ -34,17 +34,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-{% if tp -%}
-from .backend import (
-    ACLOP_CAPTURE_ERROR,
-    ACLOP_CAPTURE_HINT,
-    NPUGRAPH_EX_OPTIONS,
-    Backend,
-    npu_status,
-)
-{% else -%}
 from .backend import ACLOP_CAPTURE_ERROR, ACLOP_CAPTURE_HINT, NPUGRAPH_EX_OPTIONS, npu_status
-{% endif -%}
 from .contract import assert_same, clone, non_tensor_leaves, to_device
 {%- if tp %}
 from .parallel import Ranks, tensor_parallel
@@ -327,9 +317,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     arguments = parser.parse_args(argv)
     # What your model prints goes to stderr: stdout holds the report (or the JSON) alone.
 {%- if tp %}
-    # tensor_parallel() needs only the device: each rung names its own torch.compile backend.
-    here = Backend("check", "npu" if npu_status()[0] else "cpu", "the fault-isolation ladder")
-    with contextlib.redirect_stdout(sys.stderr), tensor_parallel(here) as ranks:
+    device_type = "npu" if npu_status()[0] else "cpu"
+    with contextlib.redirect_stdout(sys.stderr), tensor_parallel(device_type) as ranks:
         result = check(ranks)
     if not ranks.is_first:
         return result.verdict

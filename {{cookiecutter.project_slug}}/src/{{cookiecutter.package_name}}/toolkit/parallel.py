@@ -28,8 +28,6 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from .backend import Backend
-
 Plan = dict[str, ParallelStyle]
 
 # A rank that waits for a failed one: torchrun stops the others as soon as one rank exits with an
@@ -137,10 +135,10 @@ def this_process() -> tuple[int, int, int]:
     return rank, local_rank, size
 
 
-def start(backend: Backend) -> Ranks:
+def start(device_type: str) -> Ranks:
     """Pick this rank's device, then join the process group and build the mesh."""
     rank, local_rank, size = this_process()
-    if backend.device == "npu":
+    if device_type == "npu":
         # Before the process group starts: hccl binds each rank to the current device.
         torch.npu.set_device(local_rank)
         device, group_backend = f"npu:{local_rank}", "hccl"
@@ -160,13 +158,13 @@ def start(backend: Backend) -> Ranks:
 
 
 @contextmanager
-def tensor_parallel(backend: Backend) -> Iterator[Ranks]:
-    """This process as one rank of a tensor-parallel job, until the block ends.
+def tensor_parallel(device_type: str) -> Iterator[Ranks]:
+    """This process as one rank of a tensor-parallel job on "npu" or "cpu", until the block ends.
 
     The process group is destroyed on the way out, error or not. A rank's error is recorded for
     torchrun, whose summary then names the failed rank and its traceback.
     """
-    ranks = start(backend)
+    ranks = start(device_type)
     try:
         yield ranks
     except BaseException as error:
