@@ -142,6 +142,29 @@ def test_no_custom_op_leaves_no_trace(baked, mode):
     assert mentions == []
 
 
+# What only one mode may carry: the other mode's code, rules, ignores and words.
+ONLY_IN_MODE = {
+    "cache_compile": re.compile(r"cache.?compile|CachedModel|cached_forward|cache_dir|torchair_cache", re.I),
+    # The literal torch.compile(backend="npugraph_ex") form: the export rule that writes it, the
+    # MRE's key setting and the README's compile line.
+    "npugraph_ex": re.compile(r'backend="npugraph_ex"'),
+}
+
+
+@pytest.mark.parametrize("answers", CODE_VARIANTS, ids=variant_id)
+def test_the_mode_not_chosen_leaves_no_trace(baked, answers):
+    """A project carries nothing of the other mode: no code, export rule, ignore or mention."""
+    project = baked(**answers)
+    (other,) = set(ONLY_IN_MODE) - {answers["mode"]}
+    mentions = [
+        f"{name}:{number}: {line.strip()}"
+        for name in files_in(project)
+        for number, line in enumerate((project / name).read_text().splitlines(), 1)
+        if ONLY_IN_MODE[other].search(line)
+    ]
+    assert mentions == []
+
+
 # The longest names the pre-generation hook accepts (32 characters), and a long path.
 LONG_NAMES = {
     "project_name": "A Rather Long Project Name For Graph Mode Inference On Ascend NPUs",

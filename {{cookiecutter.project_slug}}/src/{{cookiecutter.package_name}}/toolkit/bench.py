@@ -404,8 +404,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Run the benchmark and print the result; return the exit status."""
     args = parse_args(argv, prog)
     if args.backend:
-        # Before anything is built: select_backend() reads it, and so does CachedModel's
-        # cache_compile in cache_compile mode.
+        # Before anything is built: select_backend() reads it
+{%- if cache %}, and so does CachedModel's cache_compile{% endif %}.
         os.environ[BACKEND_ENV] = args.backend
     try:
         backend = select_backend()

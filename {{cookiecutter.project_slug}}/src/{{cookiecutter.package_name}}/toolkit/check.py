@@ -1,3 +1,4 @@
+{%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """Is my model ready for graph mode? Every graph break, then each rung of the fault-isolation ladder.
 
@@ -228,8 +229,10 @@ def run_rung(
                 f"{name} recompiled",
                 "a second call on new inputs of the same shapes compiled again: Dynamo guards "
                 "on a value that changes (a Python number from a tensor, a changing attribute)",
-                hint="keep forward() free of values read from tensors; a cache_compile recompile "
-                "also deletes its cache",
+                hint="keep forward() free of values read from tensors"
+{%- if cache %}
+                "; a cache_compile recompile also deletes its cache"
+{%- endif %},
             )
         )
     status = "fail" if findings else "ok"

@@ -10,7 +10,7 @@ registration, and the few helpers of this toolkit that the MRE calls. Third-part
 imports (`import transformers`). It keeps the seed's shape: imports, definitions, then
 def infer_one_step() with its fixed names, then the __main__ guard.
 
-`--target npu` (default) writes the literal npugraph_ex form (.npu(), backend="npugraph_ex"{{ ", torch.npu.npugraph_ex.inference.cache_compile" if cache else "" }})
+`--target npu` (default) writes the literal npugraph_ex form (.npu(), {{ "torch.npu.npugraph_ex.inference.cache_compile" if cache else 'backend="npugraph_ex"' }})
 for a machine with torch_npu and CANN; `portable` keeps the fallback to the aot_eager stand-in,
 so the same file also runs on a CPU. Before it exits 0 the tool checks the written file: it
 compiles, and it uses no undefined name. Whatever it cannot bundle is an error (exit 1) that says
@@ -55,11 +55,15 @@ NPU_LITERALS = (
         'backend = Backend("npugraph_ex", "npu", "the npu target of the export")',
     ),
     ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),
+{%- if not cache %}
     ("backend=backend.name,", 'backend="npugraph_ex",'),
+{%- endif %}
     (".to(backend.device)", ".npu()"),
 {%- if cookiecutter.parallel == "tensor_parallel" %}
     # tensor_parallel() has made npu:<LOCAL_RANK> the current device.
     (".to(ranks.device)", ".npu()"),
+{%- endif %}
+{%- if cache and cookiecutter.parallel == "tensor_parallel" %}
     (
         (
             "self.cached_forward = cache_compile(\n"
@@ -76,7 +80,7 @@ NPU_LITERALS = (
             "        )"
         ),
     ),
-{%- else %}
+{%- elif cache %}
     (
         "self.cached_forward = cache_compile(self._forward, dynamic=False, cache_dir=cache_dir)",
         (

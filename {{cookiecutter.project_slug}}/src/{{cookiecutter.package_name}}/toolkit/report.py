@@ -42,8 +42,10 @@ def synchronize(device: str) -> None:
 @contextmanager
 def first_call(backend: Backend) -> Iterator[FirstCall]:
     """Time the block and count the graphs Dynamo compiles in it; raise NoGraphError if none.
+{%- if cache %}
 
     On an NPU in cache_compile mode a run that loads the cache compiles no graph: that is fine.
+{%- endif %}
     """
     call = FirstCall()
     # A true first call: graphs that an earlier run in this process left behind would be reused,
@@ -85,8 +87,10 @@ def print_report(
         return
 {%- endif %}
     compiled = f"{call.graphs} graph{'s' * (call.graphs != 1)}"
+{%- if cache %}
     if call.graphs == 0:
         compiled = "no graph: loaded from the cache_compile cache"
+{%- endif %}
     rows = {
         "backend": f"{backend.name} ({backend.reason})",
         "options": config if config else "none (only npugraph_ex takes options)",
