@@ -123,8 +123,22 @@ def run_in(
     )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run `slow` tests first: started last, one would keep a worker busy after the rest finish."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help="the full tier: also the tests marked `full` (every variant's suite, real models, torchrun)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the `full` tier unless --full; run `slow` tests first (started last, one would
+    keep a worker busy after the rest finish)."""
+    if not config.getoption("--full"):
+        full = [item for item in items if item.get_closest_marker("full")]
+        if full:
+            config.hook.pytest_deselected(items=full)
+            items[:] = [item for item in items if not item.get_closest_marker("full")]
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

@@ -232,6 +232,18 @@ def test_long_names_still_lint_clean(baked, answers):
     assert lint(baked(**answers, **LONG_NAMES)) == []
 
 
+# Package names that sort before and after every module a project imports: isort orders a
+# project's imports by name within each section, so the default name alone proves nothing.
+SORTING_NAMES = ("aaa_model", "zzz_model")
+
+
+@pytest.mark.parametrize("answers", CODE_VARIANTS, ids=variant_id)
+@pytest.mark.parametrize("package_name", SORTING_NAMES)
+def test_names_sorting_first_or_last_lint_clean(baked, answers, package_name):
+    """Wherever the package's name sorts among its imports, ruff check and ruff format accept it."""
+    assert lint(baked(**answers, package_name=package_name)) == []
+
+
 @every_combination
 def test_pins_the_chosen_torch_npu_with_its_torch(baked, answers):
     """pyproject pins the chosen torch-npu in the `npu` extra and the torch it requires."""

@@ -45,8 +45,9 @@ def first_call(backend: Backend) -> Iterator[FirstCall]:
 {%- if cache %}
 
     On an NPU in cache_compile mode a run that loads the cache compiles no graph: that is fine.
-{%- endif %}
     """
+{%- else %}"""
+{%- endif %}
     call = FirstCall()
     # A true first call: graphs that an earlier run in this process left behind would be reused,
     # and nothing would tell a reused graph from a model that ran eagerly.
