@@ -48,6 +48,16 @@ TP_VARIANTS = [
     },
 ]
 CODE_VARIANTS += TP_VARIANTS
+# The default tier runs these variants' own suites: together they hold each distinct piece of
+# generated code once (each mode, with and without tensor parallelism; each op kind in each
+# registration style; no op). The full tier runs every code variant's suite.
+REPRESENTATIVE_VARIANTS = [
+    {"mode": "npugraph_ex", "custom_op": "none"},
+    {"mode": "npugraph_ex", "custom_op": "in_place", "op_registration": "torch_library"},
+    {"mode": "cache_compile", "custom_op": "out_of_place", "op_registration": "op_plugin"},
+    TP_VARIANTS[1],  # npugraph_ex, tensor parallel, in-place op-plugin op
+    TP_VARIANTS[3],  # cache_compile, tensor parallel, out-of-place torch.library op
+]
 
 
 def variant_id(answers: dict[str, str]) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from conftest import CHOICES, CODE_VARIANTS, package_of, run_in, variant_id
+from conftest import CHOICES, CODE_VARIANTS, REPRESENTATIVE_VARIANTS, package_of, run_in, variant_id
 
 VERSIONS = CHOICES["torch_npu_version"]
 
@@ -83,9 +83,15 @@ def variant_run(baked, tmp_path_factory: pytest.TempPathFactory):
 
 
 def per_variant(test):
-    """Parametrize over the code variants, each in its own xdist group (its tests share a run)."""
+    """Parametrize over the code variants, each in its own xdist group (its tests share a run);
+    variants other than the representative ones are in the full tier."""
     cases = [
-        pytest.param(answers, id=variant_id(answers), marks=pytest.mark.xdist_group(variant_id(answers)))
+        pytest.param(
+            answers,
+            id=variant_id(answers),
+            marks=[pytest.mark.xdist_group(variant_id(answers))]
+            + ([] if answers in REPRESENTATIVE_VARIANTS else [pytest.mark.full]),
+        )
         for answers in CODE_VARIANTS
     ]
     return pytest.mark.parametrize("answers", cases)(test)
@@ -128,6 +134,7 @@ ENTRY_POINT_VARIANTS = [
 ]
 
 
+@pytest.mark.full  # each variant's own suite runs its portable export alone (test_export.py)
 @pytest.mark.parametrize("answers", ENTRY_POINT_VARIANTS, ids=variant_id)
 def test_mre_module_and_portable_export_agree(baked, answers, tmp_path):
     """`python -m <package>.mre` reports the stand-in and why; the portable export, run where only

@@ -94,6 +94,7 @@ CASES = {
 
 
 @pytest.mark.slow
+@pytest.mark.full
 @pytest.mark.parametrize("case", CASES)
 def test_every_tool_runs_your_model(case, tmp_path):
     """The MRE, check, bench, export and the project's own tests all work on a replaced model.py.
@@ -119,6 +120,7 @@ def test_every_tool_runs_your_model(case, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_a_graph_break_fails_once_and_briefly(tmp_path):
     """A graph-breaking model: the suite fails with one short failure naming the line; check says why."""
     project = bake(tmp_path / "bake")

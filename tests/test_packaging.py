@@ -26,6 +26,7 @@ def pip_version(python: Path, cwd: Path) -> tuple[int, ...]:
 
 
 @pytest.mark.slow
+@pytest.mark.full
 def test_pip_install_editable_with_test_group_then_tests_and_mre_pass(tmp_path):
     """`pip install -e . --group test` resolves the pinned torch, the package and pytest; its tests
     and MRE then run."""

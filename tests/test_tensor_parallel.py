@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import TP_VARIANTS, package_of, run_in, variant_id
 
+# torchrun as a user launches it: the full tier (the default tier's tensor-parallel variants run
+# two ranks in their own suites).
+pytestmark = pytest.mark.full
+
 # A hung collective must fail its test, not the whole CI job: two CPU ranks take about 15 s.
 TIMEOUT = 600
 FAILING_RANK = """
