@@ -144,7 +144,9 @@ def test_no_custom_op_leaves_no_trace(baked, mode):
 
 # What only one mode may carry: the other mode's code, rules, ignores and words.
 ONLY_IN_MODE = {
-    "cache_compile": re.compile(r"cache.?compile|CachedModel|cached_forward|cache_dir|torchair_cache", re.I),
+    "cache_compile": re.compile(
+        r"cache.?compile|CachedModel|cached_forward|cache_dir|torchair_cache", re.IGNORECASE
+    ),
     # The literal torch.compile(backend="npugraph_ex") form: the export rule that writes it, the
     # MRE's key setting and the README's compile line.
     "npugraph_ex": re.compile(r'backend="npugraph_ex"'),
