@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from cookiecutter.main import cookiecutter
+from filelock import FileLock
 
 TEMPLATE = Path(__file__).resolve().parents[1]
 CONTEXT = json.loads((TEMPLATE / "cookiecutter.json").read_text())
@@ -154,13 +156,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def baked(tmp_path_factory: pytest.TempPathFactory):
-    """bake(**answers), memoised per worker: each combination is baked once and shared by its tests."""
-    cache: dict[tuple[tuple[str, str], ...], Path] = {}
+    """bake(**answers), memoised across xdist workers: each set of answers is baked once, into a
+    folder named by its hash, and shared by every test that asks for it (read-only)."""
+    # Every worker's base temp folder sits in the run's own folder: the bakes go beside them.
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    shared /= "bakes"
+    shared.mkdir(exist_ok=True)
 
     def bake_once(**answers: str) -> Path:
-        key = tuple(sorted(answers.items()))
-        if key not in cache:
-            cache[key] = bake(tmp_path_factory.mktemp("bake"), **answers)
-        return cache[key]
+        key = hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:16]
+        folder, done = shared / key, shared / f"{key}.json"
+        with FileLock(shared / f"{key}.lock"):
+            if not done.exists():
+                done.write_text(json.dumps(str(bake(folder, **answers))))
+        return Path(json.loads(done.read_text()))
 
     return bake_once
