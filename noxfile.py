@@ -27,7 +27,8 @@ RUFF_HOOKS = "https://github.com/astral-sh/ruff-pre-commit"
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Bake every combination of answers, lint each project and run its own tests."""
+    """Bake every combination of answers, lint each project and run representative projects' own
+    tests; `nox -s tests -- --full` runs every variant's suite, the real models and torchrun too."""
     session.install(*TEST_DEPENDENCIES)
     session.run("pytest", *session.posargs)
 
