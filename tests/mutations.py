@@ -346,7 +346,7 @@ def run_tests(where: Path, tests: str, generated: bool) -> subprocess.CompletedP
     if generated:
         environment |= {"PYTHONPATH": str(where / "src"), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     else:
-        options += ["-n", "0"]
+        options += ["-n", "0", "--full"]  # a mutation's tests may be in the full tier
     command = [sys.executable, "-m", "pytest", *options, *shlex.split(tests)]
     return subprocess.run(command, cwd=where, env=environment, capture_output=True, text=True, check=False)
 
