@@ -90,7 +90,9 @@ def per_variant(test):
             answers,
             id=variant_id(answers),
             marks=[pytest.mark.xdist_group(variant_id(answers))]
-            + ([] if answers in REPRESENTATIVE_VARIANTS else [pytest.mark.full]),
+            + ([] if answers in REPRESENTATIVE_VARIANTS else [pytest.mark.full])
+            # Two ranks under torchrun take longest: start them first.
+            + ([pytest.mark.slow] if answers.get("parallel") == "tensor_parallel" else []),
         )
         for answers in CODE_VARIANTS
     ]
