@@ -1,5 +1,8 @@
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
-"""Shared test setup: the `npu` marker, and the MRE run once for the whole suite."""
+"""Shared fixtures: the `npu` marker, the MRE run once for the whole suite{{ ", the two-rank run" if tp else "" }}.
+
+The tests ask for what they need by name (pytest fixtures); nothing here is imported.
+"""
 
 # Before torch: the package switches off torch's device-backend autoload (see its __init__.py),
 # which would otherwise make `import torch` fail where torch_npu is installed but CANN is not.
@@ -11,10 +14,12 @@ import gc
 import io
 {%- if tp %}
 import os
+import signal
 import subprocess
 {%- endif %}
 import sys
 {%- if tp %}
+from collections.abc import Iterator
 from pathlib import Path
 {%- endif %}
 from typing import Any, NamedTuple
@@ -25,6 +30,9 @@ from torch._dynamo.utils import counters
 
 from {{ cookiecutter.package_name }}.model import build_model, example_inputs
 from {{ cookiecutter.package_name }}.mre import infer_one_step
+{%- if tp %}
+from {{ cookiecutter.package_name }}.toolkit import export
+{%- endif %}
 from {{ cookiecutter.package_name }}.toolkit.backend import npu_status, select_backend
 from {{ cookiecutter.package_name }}.toolkit.check import error_frame
 from {{ cookiecutter.package_name }}.toolkit.contract import to_device
@@ -61,8 +69,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def mre_attempt(tmp_path_factory: pytest.TempPathFactory) -> MreRun | MreFailure:
     """The MRE run once, in an empty folder (so a cache_compile cache is always built afresh).
 
-    A failure is kept, not raised: test_mre.py reports it once, and the tests that need the
-    MRE's output skip instead of erroring one by one.
+    A failure is kept, not raised: test_mre.py reports it once (mre_failure), and the tests that
+    need the MRE's output skip instead of erroring one by one (mre_run).
     """
     torch._dynamo.reset()  # a fresh compile, whatever ran before
     printed = io.StringIO()
@@ -75,7 +83,19 @@ def mre_attempt(tmp_path_factory: pytest.TempPathFactory) -> MreRun | MreFailure
     return MreRun(output, printed.getvalue(), counters["stats"]["unique_graphs"] - graphs_before)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
+def mre_failure(mre_attempt: MreRun | MreFailure) -> str | None:
+    """Why the MRE failed, in a few lines: the error's type and message, and where in your code it
+    arose; None if the MRE ran."""
+    if not isinstance(mre_attempt, MreFailure):
+        return None
+    error = mre_attempt.error
+    where = error_frame(error)
+    message = "\n".join(str(error).strip().splitlines()[:12])
+    return f"{type(error).__name__}: {message}" + (f"\n  at {where}" if where else "")
+
+
+@pytest.fixture(scope="session")
 def mre_run(mre_attempt: MreRun | MreFailure) -> MreRun:
     """The MRE's output, report and graph count; skips if the MRE failed (reported once)."""
     if isinstance(mre_attempt, MreFailure):
@@ -83,6 +103,7 @@ def mre_run(mre_attempt: MreRun | MreFailure) -> MreRun:
     return mre_attempt
 
 
+@pytest.fixture(scope="session")
 def eager_output() -> Any:
     """The model run without graph mode{{ " on one device, unsharded" if tp else "" }}, on the MRE's seeded weights and inputs."""
     torch.manual_seed(0)
@@ -93,35 +114,35 @@ def eager_output() -> Any:
         return model(*dummy_input)
 
 
+@pytest.fixture
 def forget_torch_npu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the next `import torch_npu` load afresh, and take what it loads away afterwards."""
+    """The test's next `import torch_npu` loads afresh, and what it loads is taken away afterwards."""
     # setitem remembers that there was no entry; undoing it removes the stand-in the test loaded.
     monkeypatch.setitem(sys.modules, "torch_npu", None)
     del sys.modules["torch_npu"]
-
-
-def short_error(error: BaseException) -> str:
-    """An exception in a few lines: its type and message, and where in your code it arose."""
-    where = error_frame(error)
-    message = "\n".join(str(error).strip().splitlines()[:12])
-    return f"{type(error).__name__}: {message}" + (f"\n  at {where}" if where else "")
 {%- if tp %}
 
 
 RANKS = 2
-"""The ranks of the tensor-parallel tests: gloo on the CPU, or two NPUs."""
+"""The ranks of the two-rank run: gloo on the CPU, or two NPUs."""
 RANKS_TIMEOUT = 600
-"""Seconds before a torchrun that hangs fails its test (two CPU ranks take about 15 s)."""
+"""Seconds before a torchrun that hangs fails its tests (two CPU ranks take about 15 s)."""
 WORKER = Path(__file__).with_name("two_ranks.py")
+SOURCE = str(Path({{ cookiecutter.package_name }}.__file__).parents[1])
+"""The folder this project's package is imported from: the ranks import the same code."""
 
 
-Process = subprocess.CompletedProcess[str]
+class Launch(NamedTuple):
+    process: subprocess.Popen[bytes]
+    folder: Path
+    """Where the ranks run and save their results; torchrun's stdout and stderr go there too."""
 
 
-class RanksRun(NamedTuple):
-    process: Process
-    results: dict[int, dict[str, Any]]
-    """What each rank saved (two_ranks.py): its output and the graphs it compiled."""
+class TwoRanks(NamedTuple):
+    size: int
+    """RANKS: the world size of the run."""
+    results: dict[int, dict[str, dict[str, Any]]]
+    """What each rank saved (two_ranks.py), by rank then step: portable, mre, bench."""
 
 
 def needs_ranks() -> str | None:
@@ -132,38 +153,71 @@ def needs_ranks() -> str | None:
     return None
 
 
-SOURCE = str(Path({{ cookiecutter.package_name }}.__file__).parents[1])
-"""The folder this project's package is imported from: the ranks import the same code."""
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """End torchrun and its ranks (a session of their own)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
-def torchrun(folder: Path, *arguments: str, pythonpath: str = SOURCE) -> Process:
-    """`torchrun --standalone --nproc-per-node RANKS <arguments>` in `folder`, with a timeout."""
+@pytest.fixture(scope="session")
+def two_ranks_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch | str]:
+    """two_ranks.py on RANKS ranks under torchrun, started in the background (the other tests run
+    meanwhile), or why it cannot run here. The ranks run the portable export written here."""
+    if reason := needs_ranks():
+        yield reason
+        return
+    folder = tmp_path_factory.mktemp("ranks")
+    portable = folder / "portable.py"
+    assert export.main(["-o", str(portable), "--target", "portable"]) == 0
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    command += [f"--nproc-per-node={RANKS}", *arguments]
-    # One thread per rank: the ranks share this machine's cores.
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
-    return subprocess.run(
-        command,
-        cwd=folder,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=RANKS_TIMEOUT,
-        check=False,
-    )
+    command += [f"--nproc-per-node={RANKS}", str(WORKER), str(folder), str(portable)]
+    # One thread per rank: the ranks share this machine's cores, with this process too.
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": SOURCE}
+    with (folder / "stdout").open("wb") as stdout, (folder / "stderr").open("wb") as stderr:
+        process = subprocess.Popen(
+            command,
+            cwd=folder,
+            env=environment,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,  # stop() ends torchrun and its ranks together
+        )
+    yield Launch(process, folder)
+    if process.poll() is None:  # no test waited for it (a selection), or one gave up on it
+        stop(process)
 
 
-def run_ranks(folder: Path, *arguments: str, pythonpath: str = SOURCE) -> RanksRun:
-    """two_ranks.py on RANKS ranks under torchrun, in `folder`, with a timeout."""
-    process = torchrun(folder, str(WORKER), str(folder), *arguments, pythonpath=pythonpath)
+@pytest.fixture(scope="session", autouse=True)
+def two_ranks_start_early(request: pytest.FixtureRequest) -> None:
+    """Start the two-rank run before the first test, if a selected test needs it."""
+    if any("two_ranks" in item.fixturenames for item in request.session.items):
+        request.getfixturevalue("two_ranks_launch")
+
+
+@pytest.fixture(scope="session")
+def two_ranks(two_ranks_launch: Launch | str) -> TwoRanks:
+    """The two-rank run, once it has ended; it fails with the failing rank's error."""
+    if isinstance(two_ranks_launch, str):
+        pytest.skip(two_ranks_launch)
+    process, folder = two_ranks_launch
+    try:
+        process.wait(timeout=RANKS_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        stop(process)
+        failure = f"torchrun did not end within {RANKS_TIMEOUT} s:\n{tail(folder)}"
+        pytest.fail(failure, pytrace=False)
+    if process.returncode:
+        pytest.fail(f"torchrun exited {process.returncode}:\n{tail(folder)}", pytrace=False)
     saved = {rank: folder / f"rank{rank}.pt" for rank in range(RANKS)}
     results = {
         rank: torch.load(path, weights_only=False) for rank, path in saved.items() if path.exists()
     }
-    return RanksRun(process, results)
+    return TwoRanks(RANKS, results)
 
 
-def ranks_failure(process: Process) -> str:
+def tail(folder: Path) -> str:
     """What a failed torchrun printed last: the failing rank's error and torchrun's summary."""
-    return "\n".join(process.stderr.strip().splitlines()[-30:])
+    stderr = (folder / "stderr").read_text(errors="replace")
+    return "\n".join(stderr.strip().splitlines()[-30:])
 {%- endif %}

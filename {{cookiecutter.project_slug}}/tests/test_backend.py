@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-from conftest import forget_torch_npu
 from {{ cookiecutter.package_name }}.toolkit import backend
 
 
@@ -76,7 +75,7 @@ def test_forcing_npugraph_ex_without_npu_explains(no_npu, monkeypatch):
         backend.select_backend()
 
 
-def test_probe_points_at_cann_when_torch_npu_cannot_load(tmp_path, monkeypatch):
+def test_probe_points_at_cann_when_torch_npu_cannot_load(tmp_path, monkeypatch, forget_torch_npu):
     """A torch_npu that fails on libhccl.so (CANN not sourced) is reported with the set_env.sh fix."""
     fake = tmp_path / "torch_npu"
     fake.mkdir()
@@ -84,7 +83,6 @@ def test_probe_points_at_cann_when_torch_npu_cannot_load(tmp_path, monkeypatch):
         'raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")\n'
     )
     monkeypatch.syspath_prepend(tmp_path)
-    forget_torch_npu(monkeypatch)
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
     assert "CANN is not sourced (libhccl.so: cannot open shared object file" in why
@@ -117,7 +115,7 @@ def test_every_other_soc_is_refused(soc):
 
 
 @pytest.mark.parametrize("soc", ["Ascend910B", "Ascend310P3", "SomeFutureSoC"])
-def test_refused_soc_falls_back_naming_it(soc, tmp_path, monkeypatch):
+def test_refused_soc_falls_back_naming_it(soc, tmp_path, monkeypatch, forget_torch_npu):
     """On a refused SoC the probe falls back, and its reason names the SoC and what captures."""
     fake = tmp_path / "torch_npu"
     fake.mkdir()
@@ -131,7 +129,6 @@ def test_refused_soc_falls_back_naming_it(soc, tmp_path, monkeypatch):
     )
     monkeypatch.setattr(torch, "npu", None, raising=False)
     monkeypatch.syspath_prepend(tmp_path)
-    forget_torch_npu(monkeypatch)
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
     assert why.startswith(f"{soc} ")
@@ -168,14 +165,13 @@ def test_half_sourced_cann_names_the_variable_and_fix(message):
     assert "\n" not in line
 
 
-def test_probe_falls_back_on_a_bare_exception(tmp_path, monkeypatch):
+def test_probe_falls_back_on_a_bare_exception(tmp_path, monkeypatch, forget_torch_npu):
     """A torch_npu whose import raises a bare Exception is a fallback with the reason, not a crash."""
     fake = tmp_path / "torch_npu"
     fake.mkdir()
     message = next(iter(HALF_SOURCED))
     (fake / "__init__.py").write_text(f"raise Exception({message!r})\n")
     monkeypatch.syspath_prepend(tmp_path)
-    forget_torch_npu(monkeypatch)
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
     assert why.startswith("CANN is half-sourced: ASCEND_HOME_PATH=/opt/gone does not exist")

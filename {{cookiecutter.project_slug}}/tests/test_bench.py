@@ -9,11 +9,6 @@ import pytest
 import torch
 from torch.utils._pytree import tree_map_only
 
-{% if tp -%}
-from conftest import RANKS, MreFailure, needs_ranks, ranks_failure, torchrun
-{% else -%}
-from conftest import MreFailure
-{% endif -%}
 from {{ cookiecutter.package_name }}.model import example_inputs
 from {{ cookiecutter.package_name }}.toolkit import bench
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, Backend, select_backend
@@ -47,13 +42,8 @@ def isolated(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
 
 
-def bench_run(mre_attempt, folder, *args: str) -> tuple[int, str, str]:
-    """main(FAST + args) run in `folder`: exit code, stdout and stderr.
-
-    Skips if the MRE failed: test_mre.py reports that once.
-    """
-    if isinstance(mre_attempt, MreFailure):
-        pytest.skip("the MRE failed: see test_mre_runs_in_graph_mode")
+def bench_run(folder, *args: str) -> tuple[int, str, str]:
+    """main(FAST + args) run in `folder`: exit code, stdout and stderr."""
     out, err = io.StringIO(), io.StringIO()
     with (
         contextlib.chdir(folder),
@@ -64,21 +54,22 @@ def bench_run(mre_attempt, folder, *args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-# One run of each kind serves every test that reads it: each run compiles your model again.
+# One run of each kind serves every test that reads it: each run compiles your model again. Each
+# asks for mre_run only to skip if the MRE failed: test_mre.py reports that once.
 @pytest.fixture(scope="module")
-def json_result(mre_attempt, tmp_path_factory) -> dict:
-    code, out, _ = bench_run(mre_attempt, tmp_path_factory.mktemp("bench"), "--json")
+def json_result(mre_run, tmp_path_factory) -> dict:
+    code, out, _ = bench_run(tmp_path_factory.mktemp("bench"), "--json")
     assert code == 0
     return json.loads(out)
 
 
 @pytest.fixture(scope="module")
-def table_run(mre_attempt, tmp_path_factory) -> tuple[str, str]:
+def table_run(mre_run, tmp_path_factory) -> tuple[str, str]:
     # The eager backend (Dynamo alone) compiles fastest; the JSON run covers the default backend.
     folder = tmp_path_factory.mktemp("bench")
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv(BACKEND_ENV, "")  # recorded, so the --backend that main() sets is undone
-        code, out, err = bench_run(mre_attempt, folder, "--backend", "eager")
+        code, out, err = bench_run(folder, "--backend", "eager")
     assert code == 0
     return out, err
 
@@ -260,15 +251,17 @@ def test_a_mismatch_names_the_rank_it_happened_on(capsys):
     assert json.loads(captured.out)["ranks"] == {**group, "mismatched": [1]}
 
 
-def test_torchrun_ranks_print_one_result_and_exit_0(tmp_path):
-    """Under torchrun every rank times, rank 0 alone prints one JSON result, and all exit 0."""
-    if reason := needs_ranks():
-        pytest.skip(reason)
-    process = torchrun(tmp_path, "-m", "{{ cookiecutter.package_name }}", "bench", *FAST, "--json")
-    assert process.returncode == 0, ranks_failure(process)
-    (printed,) = process.stdout.splitlines()
+def test_torchrun_ranks_print_one_result_and_exit_0(two_ranks):
+    """Under torchrun every rank times, rank 0 alone prints one JSON result, and all exit 0.
+
+    (two_ranks.py runs `bench --iters 3 --warmup 1 --json` on each rank.)
+    """
+    ranks = [two_ranks.results[rank]["bench"] for rank in range(two_ranks.size)]
+    assert [bench["value"] for bench in ranks] == [0] * two_ranks.size
+    (printed,) = "".join(bench["printed"] for bench in ranks).splitlines()
+    assert ranks[0]["printed"] == f"{printed}\n"
     result = json.loads(printed)
     assert result["outputs_match"] is True
-    assert result["ranks"]["size"] == RANKS
-    assert result["ranks"]["slowest"] in range(RANKS)
+    assert result["ranks"]["size"] == two_ranks.size
+    assert result["ranks"]["slowest"] in range(two_ranks.size)
 {%- endif %}

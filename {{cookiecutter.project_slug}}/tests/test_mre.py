@@ -8,7 +8,6 @@ import inspect
 import pytest
 import torch
 
-from conftest import MreFailure, eager_output, short_error
 from {{ cookiecutter.package_name }} import mre
 from {{ cookiecutter.package_name }}.model import example_inputs
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
@@ -18,20 +17,20 @@ from {{ cookiecutter.package_name }}.toolkit.report import NoGraphError, first_c
 FIXED_NAMES = {"config", "compiled_model", "dummy_input", "output"}
 
 
-def test_mre_runs_in_graph_mode(mre_attempt):
+def test_mre_runs_in_graph_mode(mre_failure):
     """infer_one_step() compiles and runs the model; if it cannot, this one test says why."""
-    if isinstance(mre_attempt, MreFailure):
+    if mre_failure:
         pytest.fail(
             "the MRE fails, so the tests that need its output are skipped:\n"
-            f"{short_error(mre_attempt.error)}\n"
+            f"{mre_failure}\n"
             "`python -m {{ cookiecutter.package_name }} check` lists every graph break with a hint",
             pytrace=False,
         )
 
 
-def test_mre_output_equals_eager(mre_run):
+def test_mre_output_equals_eager(mre_run, eager_output):
     """Graph mode computes what eager computes, leaf by leaf, whatever the output's structure."""
-    assert_same(mre_run.output, eager_output())
+    assert_same(mre_run.output, eager_output)
 
 
 def test_mre_report_names_backend_reason_inputs_and_output(mre_run):

@@ -5,7 +5,6 @@ from torch import nn
 from torch.distributed.tensor import DTensor, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
-from conftest import RANKS, eager_output, needs_ranks, ranks_failure, run_ranks
 from {{ cookiecutter.package_name }}.model import build_model, parallel_plan
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same
@@ -17,38 +16,29 @@ from {{ cookiecutter.package_name }}.toolkit.parallel import (
 )
 
 
-@pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory):
-    """The MRE on RANKS ranks under torchrun, once for this module."""
-    if reason := needs_ranks():
-        pytest.skip(reason)
-    run = run_ranks(tmp_path_factory.mktemp("ranks"))
-    if run.process.returncode:
-        failure = f"torchrun exited {run.process.returncode}:\n{ranks_failure(run.process)}"
-        pytest.fail(failure, pytrace=False)
-    return run
-
-
-def test_every_rank_matches_the_single_device_model(two_ranks):
+# two_ranks (conftest.py): the MRE, among other steps, on two ranks under torchrun (two_ranks.py).
+def test_every_rank_matches_the_single_device_model(two_ranks, eager_output):
     """Each rank's output equals the unsharded model run eagerly in one process."""
-    expected = eager_output()
-    assert sorted(two_ranks.results) == list(range(RANKS))
+    assert sorted(two_ranks.results) == list(range(two_ranks.size))
     for result in two_ranks.results.values():
-        assert_same(result["output"], expected, rtol=1e-4, atol=1e-5)
+        assert_same(result["mre"]["value"], eager_output, rtol=1e-4, atol=1e-5)
 
 
 def test_every_rank_compiles_one_graph(two_ranks):
     """The step, collectives included, is one graph on each rank: fullgraph=True held."""
-    assert [result["graphs"] for result in two_ranks.results.values()] == [1] * RANKS
+    graphs = [result["mre"]["graphs"] for result in two_ranks.results.values()]
+    assert graphs == [1] * two_ranks.size
 
 
 def test_rank_zero_alone_prints_the_report_with_a_ranks_line(two_ranks):
     """One report, from rank 0, naming the world size and the process-group backend."""
-    printed = two_ranks.process.stdout
+    printed = [two_ranks.results[rank]["mre"]["printed"] for rank in range(two_ranks.size)]
+    assert printed[1:] == [""] * (two_ranks.size - 1)
+    report = printed[0]
     group_backend = "hccl" if select_backend().device == "npu" else "gloo"
-    assert printed.count("\nbackend     ") + printed.startswith("backend     ") == 1
-    assert f"\nranks       {RANKS} ({group_backend}), slowest first call " in printed
-    assert "1 graph on each rank" in printed
+    assert report.count("\nbackend     ") + report.startswith("backend     ") == 1
+    assert f"\nranks       {two_ranks.size} ({group_backend}), slowest first call " in report
+    assert "1 graph on each rank" in report
 
 
 def test_the_plan_shards_every_layer_it_names():

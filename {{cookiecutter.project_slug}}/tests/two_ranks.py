@@ -1,15 +1,27 @@
-"""One rank of a two-rank run under torchrun, for the tensor-parallel tests (not a test itself).
+"""One rank of the suite's two-rank run under torchrun (not a test itself; conftest.py starts it).
 
-    torchrun --standalone --nproc-per-node 2 tests/two_ranks.py FOLDER [FILE]
+    torchrun --standalone --nproc-per-node 2 tests/two_ranks.py FOLDER PORTABLE
 
-Runs infer_one_step() of the project's MRE, or of FILE (an exported MRE), and saves what the
-tests check into FOLDER/rank<RANK>.pt: the output and the graphs this rank compiled.
+One launch serves every two-rank test. Each rank runs three steps, in this order, each in an empty
+folder of its own and with a process group of its own:
+
+- portable: infer_one_step() of PORTABLE, the exported MRE, with this project unimportable;
+- mre: infer_one_step() of the project's MRE;
+- bench: `python -m {{ cookiecutter.package_name }} bench --iters 3 --warmup 1 --json`.
+
+It saves what the tests check into FOLDER/rank<RANK>.pt: for each step what it returned (an
+output, or bench's exit status), what it printed and how many graphs it compiled.
 """
 
+import contextlib
+import io
 import os
 import runpy
 import sys
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 # Off before torch is imported (the package does this too): where torch_npu is installed without
 # CANN, torch's device-backend autoload would make `import torch` fail.
@@ -17,19 +29,82 @@ os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 # isort: split
 import torch
+import torch._dynamo
+import torch.distributed as dist
 from torch._dynamo.utils import counters
+from torch.distributed.elastic.multiprocessing.errors import record
+
+PACKAGE = "{{ cookiecutter.package_name }}"
+BENCH = ["bench", "--iters", "3", "--warmup", "1", "--json"]
+AGENT_STORE = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+"""torchrun's own store, where rank 0 tells the others where each step's store is."""
+TIMEOUT = timedelta(seconds=600)
+STORES: list[dist.TCPStore] = []
+"""The stores rank 0 hosts, open until the run ends."""
 
 
-def infer_one_step():
-    """The MRE's infer_one_step(): from FILE when given, else from the project."""
-    if len(sys.argv) > 2:
-        return runpy.run_path(sys.argv[2], run_name="exported")["infer_one_step"]()
+def fresh_store(step: str) -> None:
+    """Point the next init_process_group (env://) at a new, empty store, hosted by rank 0.
+
+    Each step starts a process group and destroys it. A second one on torchrun's store would meet
+    the keys the first left there, and a rank could wait on an address that is gone.
+    """
+    agent = dist.TCPStore(*AGENT_STORE, is_master=False, timeout=TIMEOUT)
+    if os.environ["RANK"] == "0":
+        STORES.append(dist.TCPStore(AGENT_STORE[0], 0, is_master=True, wait_for_workers=False))
+        agent.set(f"two_ranks/{step}", str(STORES[-1].port))
+    os.environ["MASTER_PORT"] = agent.get(f"two_ranks/{step}").decode()
+
+
+def run_step(folder: Path, step: str, run: Callable[[], Any]) -> dict[str, Any]:
+    """run() in FOLDER/step: what it returned, what it printed, and the graphs it compiled."""
+    print(f"two_ranks.py: step {step}", file=sys.stderr, flush=True)  # torchrun's log says where
+    (folder / step).mkdir(exist_ok=True)  # the ranks share it, as they share a user's folder
+    fresh_store(step)
+    torch._dynamo.reset()
+    graphs = counters["stats"]["unique_graphs"]
+    printed = io.StringIO()
+    with contextlib.chdir(folder / step), contextlib.redirect_stdout(printed):
+        value = run()
+    return {
+        "value": value,
+        "printed": printed.getvalue(),
+        "graphs": counters["stats"]["unique_graphs"] - graphs,
+    }
+
+
+def portable(path: str) -> Any:
+    """infer_one_step() of the exported file, which must not import this project."""
+    loaded = sorted(name for name in sys.modules if name.partition(".")[0] == PACKAGE)
+    assert not loaded, f"the project is imported before the portable step: {loaded}"
+    sys.modules[PACKAGE] = None  # any import of it raises ImportError, installed or not
+    try:
+        return runpy.run_path(path, run_name="exported")["infer_one_step"]()
+    finally:
+        del sys.modules[PACKAGE]
+
+
+def mre() -> Any:
     from {{ cookiecutter.package_name }}.mre import infer_one_step
 
     return infer_one_step()
 
 
+def bench() -> int:
+    from {{ cookiecutter.package_name }}.__main__ import main
+
+    return main(BENCH)
+
+
+@record  # a rank's error goes to torchrun's summary, traceback included
+def main(folder: Path, exported: str) -> None:
+    results = {
+        "portable": run_step(folder, "portable", lambda: portable(exported)),
+        "mre": run_step(folder, "mre", mre),
+        "bench": run_step(folder, "bench", bench),
+    }
+    torch.save(results, folder / f"rank{os.environ['RANK']}.pt")
+
+
 if __name__ == "__main__":
-    output = infer_one_step()
-    result = {"output": output, "graphs": counters["stats"]["unique_graphs"]}
-    torch.save(result, Path(sys.argv[1]) / f"rank{os.environ['RANK']}.pt")
+    main(Path(sys.argv[1]), sys.argv[2])
