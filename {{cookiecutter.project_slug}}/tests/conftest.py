@@ -1,3 +1,4 @@
+{%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """Shared fixtures: the `npu` marker, the MRE run once for the whole suite{{ ", the two-rank run" if tp else "" }}.
 
@@ -67,7 +68,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def mre_attempt(tmp_path_factory: pytest.TempPathFactory) -> MreRun | MreFailure:
-    """The MRE run once, in an empty folder (so a cache_compile cache is always built afresh).
+    """The MRE run once, in an empty folder{{ " (so a cache_compile cache is always built afresh)" if cache else "" }}.
 
     A failure is kept, not raised: test_mre.py reports it once (mre_failure), and the tests that
     need the MRE's output skip instead of erroring one by one (mre_run).

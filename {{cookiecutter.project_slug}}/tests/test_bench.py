@@ -1,3 +1,4 @@
+{%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """bench: eager against graph mode, outputs checked first, timings summarized, recompiles named."""
 
@@ -38,7 +39,11 @@ def isolated(monkeypatch, tmp_path):
     # setenv first records the original value, so teardown also removes what --backend sets.
     monkeypatch.setenv(BACKEND_ENV, "")
     monkeypatch.delenv(BACKEND_ENV)
+{%- if cache %}
     # cache_compile writes its cache (on an NPU) relative to the working directory.
+{%- else %}
+    # Whatever a run writes stays out of the project.
+{%- endif %}
     monkeypatch.chdir(tmp_path)
 
 

@@ -70,11 +70,13 @@ class Ranks:
         values: list[Any] = [None] * self.size
         dist.all_gather_object(values, value)
         return values
+{%- if cookiecutter.mode == "cache_compile" %}
 
     def cache_keywords(self) -> dict[str, int]:
         """cache_compile's rank keywords: each rank writes and loads its own cache."""
         # tp_rank is the global rank: the tensor-parallel group spans every rank.
         return {"global_rank": self.rank, "tp_rank": self.rank}
+{%- endif %}
 
 
 def plan_targets(model: nn.Module, key: str) -> list[tuple[str, nn.Module]]:
