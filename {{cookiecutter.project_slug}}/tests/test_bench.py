@@ -8,12 +8,20 @@ import json
 
 import pytest
 import torch
+{%- if tp %}
+from torch import nn
+from torch._C._distributed_c10d import _get_work_registry_size
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+{%- endif %}
 from torch.utils._pytree import tree_map_only
 
 from {{ cookiecutter.package_name }}.model import example_inputs
 from {{ cookiecutter.package_name }}.toolkit import bench
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, Backend, select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import describe_tree, to_device
+{%- if tp %}
+from {{ cookiecutter.package_name }}.toolkit.parallel import fake_ranks
+{%- endif %}
 
 FAST = ["--iters", "3", "--warmup", "1"]
 FIELDS = {
@@ -233,6 +241,18 @@ def test_table_names_the_one_rank_it_ran(table_run):
 def rank_result(graph_p50: float, recompiled: list[str]) -> dict:
     """One rank's summary, reduced to what choosing the slowest rank reads."""
     return {"graph": {"p50_ms": graph_p50}, "recompiled": recompiled}
+
+
+def test_every_timed_call_waits_for_its_collectives():
+    """A row-parallel layer run eagerly returns its all-reduce still in flight: a timed call
+    waits for it, so the time covers it and no collective is left unwaited."""
+    with fake_ranks(2) as mesh:
+        layers = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4))
+        plan = {"0": ColwiseParallel(), "1": RowwiseParallel()}
+        sharded = parallelize_module(layers, mesh, plan)
+        in_flight = _get_work_registry_size()
+        bench.time_call(sharded, (torch.ones(3, 4),), "cpu")
+        assert _get_work_registry_size() == in_flight
 
 
 def test_the_slowest_rank_s_figures_are_reported():

@@ -12,7 +12,7 @@ import pytest
 {%- if tp %}
 import torch
 from torch import nn
-from torch.distributed.tensor.parallel import ColwiseParallel
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 {%- endif %}
 
 from {{ cookiecutter.package_name }} import model
@@ -272,6 +272,16 @@ def unsplittable(monkeypatch):
     monkeypatch.setattr(model, "parallel_plan", lambda world_size: {"0": ColwiseParallel()})
 
 
+@pytest.fixture
+def swapped_styles(monkeypatch):
+    """A model.py whose plan swaps the Megatron styles: every split divides, nothing can run."""
+    layers = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4))
+    monkeypatch.setattr(model, "build_model", lambda: layers)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3, 4),))
+    plan = {"0": RowwiseParallel(), "1": ColwiseParallel()}
+    monkeypatch.setattr(model, "parallel_plan", lambda world_size: plan)
+
+
 def test_ranks_and_plan_pass_by_default(capsys):
     """With one rank, the default, the model splits and the ranks have what they need."""
     _, report = run(capsys)
@@ -302,6 +312,18 @@ def test_a_plan_that_refuses_the_ranks_means_nothing_can_run(capsys, monkeypatch
     status, _, detail = line_of(report, "plan").split(maxsplit=2)
     assert status == "FAIL"
     assert detail.startswith("ValueError: 8 heads cannot be split across 3 ranks")
+
+
+def test_a_plan_that_cannot_run_is_refused_before_launch(capsys, swapped_styles):
+    """The sharded model is run for 2 ranks in this process: a plan that fails is a short FAIL
+    naming its entry, the layer's weight and the input's shape; exit 2."""
+    code, report = run(capsys, "--nproc-per-node", "2")
+    assert code == 2
+    line = line_of(report, "plan")
+    assert line.startswith("FAIL")
+    entry = "plan entry '0' (RowwiseParallel) on 0: Linear, weight (8, 4), bias (8,); input (3, 4)"
+    assert entry in line
+    assert len(line.splitlines()) <= 10
 
 
 def test_ranks_default_to_torchrun_s_local_world_size(capsys, monkeypatch, unsplittable):

@@ -54,7 +54,7 @@ from .compile_cache import CachedModel
 {%- endif %}
 from .contract import assert_same, clone, describe_tree, to_device
 {%- if tp %}
-from .parallel import Ranks, tensor_parallel
+from .parallel import Ranks, tensor_parallel, wait_collectives
 {%- endif %}
 from .report import synchronize
 
@@ -202,7 +202,11 @@ def time_call(fn: Call, dummy_input: tuple[Any, ...], device: str) -> tuple[floa
     started = time.perf_counter()
     if events:
         events[0].record()
+{%- if tp %}
+    wait_collectives(fn(*dummy_input))
+{%- else %}
     fn(*dummy_input)
+{%- endif %}
     if events:
         events[1].record()
     synchronize(device)
@@ -224,7 +228,11 @@ def measure(
     for step in range(warmup):
         progress.show(f"bench: warming up {step + 1}/{warmup}")
         for _, fn in pair:
+{%- if tp %}
+            wait_collectives(fn(*dummy_input))
+{%- else %}
             fn(*dummy_input)
+{%- endif %}
     synchronize(device)
     run = Run(counters_before=counter_snapshot())
     # As timeit does: a garbage collection would land on whichever call happened to trigger it.

@@ -309,7 +309,8 @@ def check_ranks(wanted: int) -> Check:
 
 
 def check_plan(wanted: int) -> Check:
-    """parallel_plan() shards build_model() across `wanted` ranks: no process group needed."""
+    """parallel_plan() shards build_model() across `wanted` ranks and the sharded model runs on
+    example_inputs(): rehearsed in this process, with no torchrun and no device."""
     import torch
 
     fix = (
@@ -317,19 +318,21 @@ def check_plan(wanted: int) -> Check:
         "in model.py"
     )
     try:
-        from ..model import build_model, parallel_plan
-        from .parallel import check_plan as check_split
+        from ..model import build_model, example_inputs, parallel_plan
+        from .contract import to_device
+        from .parallel import PlanError, rehearse
 
         torch.manual_seed(0)
-        model = build_model()
         plan = parallel_plan(wanted)
-        check_split(model, plan, wanted)
+        rehearse(build_model(), plan, to_device(example_inputs(), "cpu"), wanted)
+    except PlanError as error:
+        return Check("plan", "FAIL", str(error), fix, blocking=True)
     except Exception as error:  # noqa: BLE001  (your model and plan may raise anything)
         detail = f"{type(error).__name__}: {error}".splitlines()[0]
         return Check("plan", "FAIL", detail, fix, blocking=True)
     ranks = f"{wanted} rank{'s' * (wanted != 1)}"
     entries = f"{len(plan)} entr{'ies' if len(plan) != 1 else 'y'}"
-    detail = f"parallel_plan({wanted}) splits build_model() over {ranks} ({entries})"
+    detail = f"parallel_plan({wanted}) splits build_model() over {ranks} ({entries}), and it runs"
     return Check("plan", "OK", detail)
 
 

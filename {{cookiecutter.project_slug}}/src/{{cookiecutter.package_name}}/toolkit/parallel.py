@@ -8,17 +8,21 @@ so every rank's output equals the single-device model's.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from fnmatch import fnmatch
+from functools import partial
 from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.utils._pytree as pytree
 from torch import nn
+from torch.distributed._functional_collectives import AsyncCollectiveTensor
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
 from torch.distributed.tensor.parallel import (
@@ -79,6 +83,13 @@ class Ranks:
 {%- endif %}
 
 
+def wait_collectives(output: Any) -> Any:
+    """`output` with its collectives done. A sharded layer run eagerly hands back a tensor whose
+    all-reduce is still in flight (AsyncCollectiveTensor), awaited only when something reads it;
+    a call that nobody reads would otherwise be timed without its collective."""
+    return pytree.tree_map_only(AsyncCollectiveTensor, AsyncCollectiveTensor.wait, output)
+
+
 def plan_targets(model: nn.Module, key: str) -> list[tuple[str, nn.Module]]:
     """The submodules a plan key names, matched as parallelize_module does: fnmatch per dotted part."""
     found = [("", model)]
@@ -126,6 +137,70 @@ def check_plan(model: nn.Module, plan: Plan, size: int) -> None:
                     f"({type(style).__name__}); run a number of ranks that divides {value}, "
                     "or change the model's sizes"
                 )
+
+
+@contextmanager
+def fake_ranks(size: int) -> Iterator[DeviceMesh]:
+    """A CPU mesh of `size` ranks in this one process: DTensor applies every sharding rule and
+    computes rank 0's shapes, while the collectives move nothing. It is torch's own fake process
+    group (torch.testing._internal.distributed.fake_pg), which torchtitan's dry runs use too."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=size)
+    try:
+        yield init_device_mesh("cpu", (size,))
+    finally:
+        dist.destroy_process_group()
+
+
+def shapes(values: Any) -> str:
+    """The shapes of the tensors among `values`, e.g. `(2, 8, 32)`, for an error message."""
+    found = [tuple(v.shape) for v in pytree.tree_leaves(values) if isinstance(v, torch.Tensor)]
+    return ", ".join(str(shape) for shape in found) or "no tensor"
+
+
+def rehearse(model: nn.Module, plan: Plan, inputs: tuple[Any, ...], size: int) -> None:
+    """Shard `model` by `plan` for `size` ranks and run it once on `inputs`, all in this process,
+    before any torchrun: raise PlanError naming the plan entry, its layer and the shapes where a
+    plan that cannot work fails (a style that does not fit its layer, swapped styles, ...).
+
+    `model` is sharded in place: pass a copy you no longer need.
+    """
+    check_plan(model, plan, size)
+    entered: list[str] = []  # the plan entries whose layer is running, innermost last
+
+    def enter(entry: str, _module: nn.Module, args: tuple[Any, ...]) -> None:
+        entered.append(f"{entry}; input {shapes(args)}")
+
+    def leave(*_: Any) -> None:  # None: the layer's output stays as it is
+        entered.pop()
+
+    for key, style in plan.items():
+        for path, module in plan_targets(model, key):
+            weights = ", ".join(f"{name} {tuple(p.shape)}" for name, p in module.named_parameters())
+            entry = (
+                f"plan entry {key!r} ({type(style).__name__}) on {path or 'the model'}: "
+                f"{type(module).__name__}, {weights or 'no weights'}"
+            )
+            # Registered before parallelize_module's own hooks, so they run first.
+            module.register_forward_pre_hook(partial(enter, entry))
+            module.register_forward_hook(leave)
+    # DTensor logs every failed sharding rule before it raises: the error below says it once.
+    quiet = logging.getLogger("torch._subclasses.fake_tensor")
+    level, quiet.level = quiet.level, logging.CRITICAL
+    try:
+        with fake_ranks(size) as mesh, torch.no_grad():
+            wait_collectives(parallelize_module(model, mesh, plan)(*inputs))
+    except Exception as error:  # noqa: BLE001  (any failure is the plan's answer)
+        where = entered[-1] if entered else "after the last plan entry ran"
+        reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
+        raise PlanError(
+            f"the plan cannot run on {size} ranks: {where} (shapes on rank 0)\n  {reason}\n"
+            "  fix: give each layer the style its place needs (ColwiseParallel for layers that "
+            "widen, RowwiseParallel for the one that narrows after them), or drop the entry"
+        ) from None
+    finally:
+        quiet.level = level
 
 
 def this_process() -> tuple[int, int, int]:
