@@ -259,6 +259,14 @@ MUTATIONS = (
         TENSOR_PARALLEL,
     ),
     Mutation(
+        "check compiles before it rehearses the plan",
+        f"{TOOLKIT}/check.py",
+        "        problem = plan_problem(arguments.nproc_per_node)",
+        "        problem = None",
+        "tests/test_check.py -k cannot_run",
+        TENSOR_PARALLEL,
+    ),
+    Mutation(
         "bench times eager calls without their collectives",
         f"{TOOLKIT}/bench.py",
         "{%- if tp %}\n    wait_collectives(fn(*dummy_input))\n",

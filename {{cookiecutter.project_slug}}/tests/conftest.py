@@ -27,8 +27,17 @@ from typing import Any, NamedTuple
 
 import pytest
 import torch
+{%- if tp %}
+from torch import nn
+{%- endif %}
 from torch._dynamo.utils import counters
+{%- if tp %}
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+{%- endif %}
 
+{% if tp -%}
+from {{ cookiecutter.package_name }} import model
+{% endif -%}
 from {{ cookiecutter.package_name }}.model import build_model, example_inputs
 from {{ cookiecutter.package_name }}.mre import infer_one_step
 {%- if tp %}
@@ -221,4 +230,17 @@ def tail(folder: Path) -> str:
     """What a failed torchrun printed last: the failing rank's error and torchrun's summary."""
     stderr = (folder / "stderr").read_text(errors="replace")
     return "\n".join(stderr.strip().splitlines()[-30:])
+
+
+@pytest.fixture
+def swapped_styles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model.py whose plan swaps the Megatron styles: every split divides, nothing can run."""
+
+    def two_layers() -> nn.Module:
+        return nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4))
+
+    monkeypatch.setattr(model, "build_model", two_layers)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3, 4),))
+    plan = {"0": RowwiseParallel(), "1": ColwiseParallel()}
+    monkeypatch.setattr(model, "parallel_plan", lambda world_size: plan)
 {%- endif %}

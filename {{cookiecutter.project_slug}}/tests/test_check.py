@@ -97,4 +97,14 @@ def test_the_model_is_sharded_as_the_mre_shards_it(capsys, monkeypatch):
     monkeypatch.setattr(model, "parallel_plan", lambda world_size: plan)
     assert check.main([]) == 2
     assert "'no_such_layer' names no submodule" in capsys.readouterr().out
+
+
+def test_a_plan_that_cannot_run_is_refused_first(capsys, swapped_styles):
+    """check runs the plan for 2 ranks in this process before anything compiles: one that fails
+    is refused in a few lines naming its entry and shapes, exit 2."""
+    assert check.main(["--nproc-per-node", "2"]) == 2
+    report = capsys.readouterr().out
+    assert "the plan cannot run on 2 ranks" in report
+    assert "plan entry '0' (RowwiseParallel) on 0: Linear, weight (8, 4)" in report
+    assert len(report.splitlines()) <= 10
 {%- endif %}

@@ -12,7 +12,7 @@ import pytest
 {%- if tp %}
 import torch
 from torch import nn
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+from torch.distributed.tensor.parallel import ColwiseParallel
 {%- endif %}
 
 from {{ cookiecutter.package_name }} import model
@@ -270,16 +270,6 @@ def unsplittable(monkeypatch):
     """A model.py whose plan column-splits a layer of 4 outputs: 3 ranks cannot share it."""
     monkeypatch.setattr(model, "build_model", lambda: nn.Sequential(nn.Linear(4, 4)))
     monkeypatch.setattr(model, "parallel_plan", lambda world_size: {"0": ColwiseParallel()})
-
-
-@pytest.fixture
-def swapped_styles(monkeypatch):
-    """A model.py whose plan swaps the Megatron styles: every split divides, nothing can run."""
-    layers = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4))
-    monkeypatch.setattr(model, "build_model", lambda: layers)
-    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3, 4),))
-    plan = {"0": RowwiseParallel(), "1": ColwiseParallel()}
-    monkeypatch.setattr(model, "parallel_plan", lambda world_size: plan)
 
 
 def test_ranks_and_plan_pass_by_default(capsys):

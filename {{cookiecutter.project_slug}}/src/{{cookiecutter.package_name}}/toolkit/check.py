@@ -24,6 +24,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+{%- if tp %}
+import os
+{%- endif %}
 import re
 import sys
 import traceback
@@ -38,7 +41,7 @@ from torch._dynamo.utils import counters
 from .backend import ACLOP_CAPTURE_ERROR, ACLOP_CAPTURE_HINT, NPUGRAPH_EX_OPTIONS, npu_status
 from .contract import assert_same, clone, non_tensor_leaves, to_device
 {%- if tp %}
-from .parallel import Ranks, tensor_parallel
+from .parallel import PlanError, Ranks, rehearse, tensor_parallel
 {%- endif %}
 
 # (pattern in the error or break reason, the hint a first-day user needs).
@@ -301,6 +304,37 @@ def check() -> Result:
     return result
 
 
+{% if tp -%}
+def plan_problem(size: int) -> Finding | None:
+    """parallel_plan(size) rehearsed in this process before anything compiles: the sharded model
+    runs for `size` ranks on a fake process group. None if it runs (or the model cannot be
+    built at all, which check() reports)."""
+    from ..model import build_model, example_inputs, parallel_plan
+
+    try:
+        torch.manual_seed(0)
+        inputs = to_device(example_inputs(), "cpu")
+    except Exception:  # noqa: BLE001  (check() reports the model's own errors)
+        return None
+    try:
+        plan = parallel_plan(size)
+    except Exception as error:  # noqa: BLE001  (your plan may refuse this many ranks)
+        return Finding(f"parallel_plan({size}) fails", first_line(error), error_frame(error))
+    try:
+        rehearse(build_model, plan, inputs, size)
+    except PlanError as error:
+        # The message's lines: what cannot run where, the error, the fix.
+        what, _, where = str(error).splitlines()[0].partition(": ")
+        rest = [line.strip() for line in str(error).splitlines()[1:]]
+        fixes = [line.removeprefix("fix: ") for line in rest if line.startswith("fix: ")]
+        reasons = [line for line in rest if not line.startswith("fix: ")]
+        return Finding(what, "\n            ".join([where, *reasons]), hint=" ".join(fixes))
+    except Exception:  # noqa: BLE001  (the model's own error: check() reports it)
+        return None
+    return None
+
+
+{% endif -%}
 def render(result: Result) -> str:
     lines = [f"model       {result.model or '(did not build)'}"]
     for finding in result.findings:
@@ -317,9 +351,30 @@ def render(result: Result) -> str:
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+{%- if tp %}
+    parser.add_argument(
+        "--nproc-per-node",
+        type=int,
+        default=int(os.environ.get("WORLD_SIZE", "2")),
+        help="the ranks to rehearse the plan for (default: torchrun's world size, else 2)",
+    )
+{%- endif %}
     arguments = parser.parse_args(argv)
     # What your model prints goes to stderr: stdout holds the report (or the JSON) alone.
 {%- if tp %}
+    with contextlib.redirect_stdout(sys.stderr):
+        problem = plan_problem(arguments.nproc_per_node)
+    if problem:
+        # Sharded over real ranks, such a plan fails deep in DTensor, in hundreds of lines.
+        result = Result(
+            verdict=2,
+            summary="fix the plan first: nothing else was checked",
+            model="(not run: the plan comes first)",
+            findings=[problem],
+        )
+        if os.environ.get("RANK", "0") == "0":
+            print(json.dumps(asdict(result), indent=2) if arguments.json else render(result))
+        return result.verdict
     device_type = "npu" if npu_status()[0] else "cpu"
     with contextlib.redirect_stdout(sys.stderr), tensor_parallel(device_type) as ranks:
         result = check(ranks)

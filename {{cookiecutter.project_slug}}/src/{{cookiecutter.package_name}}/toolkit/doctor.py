@@ -324,7 +324,7 @@ def check_plan(wanted: int) -> Check:
 
         torch.manual_seed(0)
         plan = parallel_plan(wanted)
-        rehearse(build_model(), plan, to_device(example_inputs(), "cpu"), wanted)
+        rehearse(build_model, plan, to_device(example_inputs(), "cpu"), wanted)
     except PlanError as error:
         return Check("plan", "FAIL", str(error), fix, blocking=True)
     except Exception as error:  # noqa: BLE001  (your model and plan may raise anything)

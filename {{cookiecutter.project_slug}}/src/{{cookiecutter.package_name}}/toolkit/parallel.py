@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -159,13 +159,16 @@ def shapes(values: Any) -> str:
     return ", ".join(str(shape) for shape in found) or "no tensor"
 
 
-def rehearse(model: nn.Module, plan: Plan, inputs: tuple[Any, ...], size: int) -> None:
-    """Shard `model` by `plan` for `size` ranks and run it once on `inputs`, all in this process,
+def rehearse(
+    build: Callable[[], nn.Module], plan: Plan, inputs: tuple[Any, ...], size: int
+) -> None:
+    """Shard build() by `plan` for `size` ranks and run it once on `inputs`, all in this process,
     before any torchrun: raise PlanError naming the plan entry, its layer and the shapes where a
     plan that cannot work fails (a style that does not fit its layer, swapped styles, ...).
 
-    `model` is sharded in place: pass a copy you no longer need.
+    A model that fails unsharded too raises its own error: that is not the plan's fault.
     """
+    model = build()
     check_plan(model, plan, size)
     entered: list[str] = []  # the plan entries whose layer is running, innermost last
 
@@ -191,7 +194,9 @@ def rehearse(model: nn.Module, plan: Plan, inputs: tuple[Any, ...], size: int) -
     try:
         with fake_ranks(size) as mesh, torch.no_grad():
             wait_collectives(parallelize_module(model, mesh, plan)(*inputs))
-    except Exception as error:  # noqa: BLE001  (any failure is the plan's answer)
+    except Exception as error:  # noqa: BLE001  (the model's or the plan's: told apart below)
+        with torch.no_grad():
+            build()(*inputs)  # raises if the model itself cannot run
         where = entered[-1] if entered else "after the last plan entry ran"
         reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
         raise PlanError(
