@@ -259,6 +259,14 @@ MUTATIONS = (
         TENSOR_PARALLEL,
     ),
     Mutation(
+        "the plan check wants every parameter split, a row-parallel bias too",
+        f"{PROJECT}/tests/test_tensor_parallel.py",
+        "                if name in expected:\n                    assert weight.placements == (expected[name],)",
+        "                if True:\n                    assert isinstance(weight.placements[0], Shard)",
+        "tests/test_tensor_parallel.py -k biases",
+        TENSOR_PARALLEL,
+    ),
+    Mutation(
         "check compiles before it rehearses the plan",
         f"{TOOLKIT}/check.py",
         "        problem = plan_problem(arguments.nproc_per_node)",

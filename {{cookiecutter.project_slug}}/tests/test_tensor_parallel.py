@@ -2,7 +2,7 @@
 
 import pytest
 from torch import nn
-from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
 from {{ cookiecutter.package_name }}.model import build_model, parallel_plan
@@ -41,18 +41,43 @@ def test_rank_zero_alone_prints_the_report_with_a_ranks_line(two_ranks):
     assert "1 graph on each rank" in report
 
 
+# The placement DTensor gives each parameter, by style and layer (torch/distributed/tensor/
+# parallel/style.py, _partition_linear_fn and _partition_embedding_fn): a row-parallel bias is
+# whole on every rank, since each rank adds it after the all-reduce.
+PLACEMENTS = {
+    (ColwiseParallel, nn.Linear): {"weight": Shard(0), "bias": Shard(0)},
+    (RowwiseParallel, nn.Linear): {"weight": Shard(1), "bias": Replicate()},
+    (ColwiseParallel, nn.Embedding): {"weight": Shard(1)},
+    (RowwiseParallel, nn.Embedding): {"weight": Shard(0)},
+}
+
+
+def assert_sharded(model: nn.Module, plan: dict) -> None:
+    """Every parameter of every layer `plan` names is a DTensor placed as its style places it."""
+    for key, style in plan.items():
+        for path, layer in plan_targets(model, key):
+            weights = dict(layer.named_parameters(recurse=False))
+            assert weights, f"{path} has no weights to shard"
+            expected = PLACEMENTS.get((type(style), type(layer)), {})
+            for name, weight in weights.items():
+                assert isinstance(weight, DTensor), f"{path}.{name} is not distributed"
+                if name in expected:
+                    assert weight.placements == (expected[name],), f"{path}.{name}"
+
+
 def test_the_plan_shards_every_layer_it_names():
-    """Each layer that parallel_plan() names holds sharded weights after Ranks.shard (one rank)."""
+    """Each layer that parallel_plan() names holds distributed weights after Ranks.shard (one
+    rank), each placed as DTensor places it for the layer's style."""
     with tensor_parallel(select_backend().device) as ranks:
         plan = parallel_plan(ranks.size)
-        model = ranks.shard(build_model(), plan)
-        for key in plan:
-            for path, layer in plan_targets(model, key):
-                weights = list(layer.parameters(recurse=False))
-                assert weights, f"{path} has no weights to shard"
-                for weight in weights:
-                    assert isinstance(weight, DTensor), path
-                    assert isinstance(weight.placements[0], Shard), path
+        assert_sharded(ranks.shard(build_model(), plan), plan)
+
+
+def test_a_megatron_plan_over_layers_with_biases_shards():
+    """Column-parallel biases are split, the row-parallel bias stays whole: both are right."""
+    with tensor_parallel(select_backend().device) as ranks:
+        plan = {"0": ColwiseParallel(), "1": RowwiseParallel()}
+        assert_sharded(ranks.shard(nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4)), plan), plan)
 
 
 def test_plain_python_is_one_rank_even_with_master_addr_exported(monkeypatch):
