@@ -267,6 +267,14 @@ MUTATIONS = (
         TENSOR_PARALLEL,
     ),
     Mutation(
+        "the doctor is silent about HCCL_OP_EXPANSION_MODE",
+        f"{TOOLKIT}/doctor.py",
+        '        "hccl-mode",\n        "WARN",',
+        '        "hccl-mode",\n        "OK",',
+        "tests/test_doctor.py -k hccl_expansion_mode_warn",
+        TENSOR_PARALLEL,
+    ),
+    Mutation(
         "check compiles before it rehearses the plan",
         f"{TOOLKIT}/check.py",
         "        problem = plan_problem(arguments.nproc_per_node)",

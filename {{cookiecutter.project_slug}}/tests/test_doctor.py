@@ -332,6 +332,22 @@ def test_each_rank_needs_its_own_npu():
     assert "ASCEND_RT_VISIBLE_DEVICES" in check.fix
 
 
+def test_captured_collectives_without_the_hccl_expansion_mode_warn():
+    """Graph mode over several ranks with HCCL_OP_EXPANSION_MODE unset: a WARN whose fix is AIV."""
+    check = doctor.hccl_mode(graph_mode=True, wanted=2, value=None)
+    assert check.status == "WARN"
+    assert "HCCL_OP_EXPANSION_MODE is unset" in check.detail
+    assert "export HCCL_OP_EXPANSION_MODE=AIV" in check.fix
+
+
+@pytest.mark.parametrize(
+    ("graph_mode", "wanted", "value"), [(True, 2, "AIV"), (False, 2, None), (True, 1, None)]
+)
+def test_the_hccl_expansion_mode_is_fine_when_set_or_nothing_is_captured(graph_mode, wanted, value):
+    """Set, off graph mode (the stand-in), or one rank (no collective): OK."""
+    assert doctor.hccl_mode(graph_mode, wanted, value).status == "OK"
+
+
 def test_enough_npus_or_cpu_ranks_pass():
     """An NPU per rank passes over hccl; off NPU, any number of ranks runs on the CPU over gloo."""
     on_npus = doctor.fit_ranks(npu_ok=True, visible=8, wanted=2)

@@ -364,7 +364,38 @@ CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
 {%- endif %}
 )
 {%- if tp %}
-RANK_CHECKS: tuple[Callable[[int], Check], ...] = (check_ranks, check_plan)
+HCCL_MODE = "HCCL_OP_EXPANSION_MODE"
+
+
+def hccl_mode(graph_mode: bool, wanted: int, value: str | None) -> Check:
+    """Whether captured collectives have the HCCL expansion mode vllm-ascend sets for aclgraphs."""
+    if not graph_mode or wanted < 2:
+        why = "one rank has no collective" if graph_mode else "no aclgraph is captured here"
+        return Check("hccl-mode", "OK", f"{HCCL_MODE} {value or 'unset'}: {why}")
+    if value:
+        return Check("hccl-mode", "OK", f"{HCCL_MODE}={value}")
+    # vllm-ascend's fix for capture failures with HCCL (error 507903, streams exhausted).
+    return Check(
+        "hccl-mode",
+        "WARN",
+        f"{HCCL_MODE} is unset: HCCL's default expansion may exhaust the streams aclgraph "
+        "capture needs (capture error 507903)",
+        f"export {HCCL_MODE}=AIV, as vllm-ascend does for graph capture (README: Tensor "
+        "parallelism, On an NPU)",
+    )
+
+
+def check_hccl_mode(wanted: int) -> Check:
+    from .backend import select_backend
+
+    try:
+        graph_mode = select_backend().is_npugraph_ex
+    except (RuntimeError, ValueError):  # a bad $NPUGRAPH_BACKEND: the mre-backend line says so
+        graph_mode = False
+    return hccl_mode(graph_mode, wanted, os.environ.get(HCCL_MODE))
+
+
+RANK_CHECKS: tuple[Callable[[int], Check], ...] = (check_ranks, check_plan, check_hccl_mode)
 """The checks that take the number of ranks (--nproc-per-node)."""
 {%- endif %}
 
