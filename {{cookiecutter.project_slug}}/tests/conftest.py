@@ -4,13 +4,20 @@
 The tests ask for what they need by name (pytest fixtures); nothing here is imported.
 """
 
+import gc
+
+# No garbage collection while torch and the project import (the imports below follow this on
+# purpose): they allocate millions of objects that all stay alive, and the collections those
+# allocations trigger would walk them again and again, for about half a second. gc.freeze() below
+# hides them from every later collection instead.
+gc.disable()
+
 # Before torch: the package switches off torch's device-backend autoload (see its __init__.py),
 # which would otherwise make `import torch` fail where torch_npu is installed but CANN is not.
 import {{ cookiecutter.package_name }}{{ "" if tp else "  # noqa: F401" }}
 
 # isort: split
 import contextlib
-import gc
 import io
 {%- if tp %}
 import os
@@ -38,8 +45,9 @@ from {{ cookiecutter.package_name }}.toolkit.check import error_frame
 from {{ cookiecutter.package_name }}.toolkit.contract import to_device
 
 # Hide what is imported so far (torch's large object graph) from the garbage collector: every full
-# collection, and pytest runs several, would walk it again, for over half a second in all.
+# collection, and pytest runs several, would walk it again.
 gc.freeze()
+gc.enable()
 
 
 class MreRun(NamedTuple):
@@ -84,6 +92,7 @@ def mre_attempt(tmp_path_factory: pytest.TempPathFactory) -> MreRun | MreFailure
             output = infer_one_step()
         except Exception as error:  # noqa: BLE001  (reported by test_mre_runs_in_graph_mode)
             return MreFailure(error)
+    gc.freeze()  # and what the first compile imported, as above
     return MreRun(output, printed.getvalue(), counters["stats"]["unique_graphs"] - graphs_before)
 
 
