@@ -25,14 +25,15 @@ import signal
 import subprocess
 {%- endif %}
 import sys
-{%- if tp %}
 from collections.abc import Iterator
+{%- if tp %}
 from pathlib import Path
 {%- endif %}
 from typing import Any, NamedTuple
 
 import pytest
 import torch
+from torch._dynamo import guards
 from torch._dynamo.utils import counters
 
 from {{ cookiecutter.package_name }}.model import build_model, example_inputs
@@ -94,6 +95,15 @@ def mre_attempt(tmp_path_factory: pytest.TempPathFactory) -> MreRun | MreFailure
             return MreFailure(error)
     gc.freeze()  # and what the first compile imported, as above
     return MreRun(output, printed.getvalue(), counters["stats"]["unique_graphs"] - graphs_before)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_guard_latency_profiling() -> Iterator[None]:
+    """Dynamo times the guards of each new graph once, for its logs alone, and first flushes the
+    CPU cache to do so: about 20 ms a compile, and the suite compiles dozens of graphs."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(guards, "profile_guard_manager", lambda *arguments: 0.0)
+        yield
 
 
 @pytest.fixture(scope="session")
