@@ -3,8 +3,10 @@
 """export bundles what the MRE runs into one file in the seed's shape, and verifies it."""
 
 import ast
+import functools
 import runpy
 import sys
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -16,9 +18,15 @@ TARGETS = ["npu", "portable"]
 PACKAGE = "{{ cookiecutter.package_name }}"
 
 
+@pytest.fixture(scope="module")
+def export_text() -> Callable[[str], str]:
+    """export.export(target), each target exported once for this module's tests."""
+    return functools.cache(export.export)
+
+
 @pytest.fixture(scope="module", params=TARGETS)
-def exported(request) -> tuple[str, str, ast.Module]:
-    text = export.export(request.param)
+def exported(request, export_text) -> tuple[str, str, ast.Module]:
+    text = export_text(request.param)
     return request.param, text, ast.parse(text)
 
 
@@ -68,9 +76,9 @@ def test_undefined_names_are_found():
     assert export.undefined_names(text) == ["Missing", "Other"]
 
 
-def test_npu_target_is_the_literal_seed_form():
+def test_npu_target_is_the_literal_seed_form(export_text):
     """The npu target moves the model with .npu() and names npugraph_ex literally, whole-graph."""
-    text = export.export("npu")
+    text = export_text("npu")
     assert "import torch_npu" in text
     assert "build_model().npu().eval()" in text
 {%- if cache %}
@@ -146,9 +154,9 @@ def test_what_cannot_be_bundled_exits_1_with_the_reason(monkeypatch, tmp_path, c
     assert not path.exists()
 
 
-def test_header_names_project_setup_and_versions():
+def test_header_names_project_setup_and_versions(export_text):
     """The docstring says which project, mode and versions produced the file."""
-    header = export.export("npu").split('"""')[1]
+    header = export_text("npu").split('"""')[1]
     assert export.PROJECT in header
     assert "mode {{ cookiecutter.mode }}" in header
     assert f"torch {torch.__version__}" in header

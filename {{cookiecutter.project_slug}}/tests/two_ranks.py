@@ -14,6 +14,7 @@ output, or bench's exit status), what it printed and how many graphs it compiled
 """
 
 import contextlib
+import gc
 import io
 import os
 import runpy
@@ -26,6 +27,8 @@ from typing import Any
 # Off before torch is imported (the package does this too): where torch_npu is installed without
 # CANN, torch's device-backend autoload would make `import torch` fail.
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+# No garbage collection while torch imports, as in conftest.py: what it allocates stays alive.
+gc.disable()
 
 # isort: split
 import torch
@@ -33,6 +36,9 @@ import torch._dynamo
 import torch.distributed as dist
 from torch._dynamo.utils import counters
 from torch.distributed.elastic.multiprocessing.errors import record
+
+gc.freeze()
+gc.enable()
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 BENCH = ["bench", "--iters", "3", "--warmup", "1", "--json"]
