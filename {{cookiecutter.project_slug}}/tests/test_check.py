@@ -88,6 +88,24 @@ def test_a_recompile_on_the_next_call_is_a_problem(capsys, monkeypatch{{ ", no_p
     result = json.loads(capsys.readouterr().out)
     assert code == 1
     assert "aot_eager recompiled" in {finding["what"] for finding in result["findings"]}
+
+
+class RoundsUnderCompile(nn.Module):
+    """Any compiled rung is 1e-5 off eager, relatively: rounding, for float32."""
+
+    def forward(self, x):
+        return x * (1 + 1e-5) if torch.compiler.is_compiling() else x.clone()
+
+
+def test_check_compares_within_the_dtypes_tolerance(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+    """A rounding difference passes float32's tolerance; model.py's TOLERANCES, exact, fails it."""
+    monkeypatch.setattr(model, "build_model", RoundsUnderCompile)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.linspace(1, 4, 8),))
+    assert check.main([]) == 0
+    exact = {torch.float32: {"rtol": 0.0, "atol": 0.0}}
+    monkeypatch.setattr(model, "TOLERANCES", exact, raising=False)
+    assert check.main([]) == 1
+    assert "aot_eager differs from eager: output: 8 of 8 elements" in capsys.readouterr().out
 {%- if tp %}
 
 
