@@ -15,8 +15,8 @@
   `{torch.bfloat16: {"rtol": 5e-2, "atol": 1e-1}}` (README, section 'Tolerances').
 
 The MRE seeds torch.manual_seed(0), then calls build_model(), then example_inputs(). Replace
-everything below with your own model; sibling modules of this file are fine (README: "Your own
-model"). The sample is a small pre-norm transformer block.
+everything below with your own model; sibling modules of this file are fine (README, section
+'Your own model'). The sample is a small pre-norm transformer block.
 """
 
 import torch

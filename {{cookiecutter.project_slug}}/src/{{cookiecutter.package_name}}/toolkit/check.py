@@ -12,9 +12,9 @@ collectives: over one rank under plain python, over N under `torchrun --nproc-pe
 {%- endif %} Then it lists
 every graph break (torch._dynamo.explain) with file:line, the reason and a one-line hint, and
 walks each rung of the npugraph_ex fault-isolation ladder that can run here, comparing each
-output with eager's: the `eager` backend (Dynamo only), `aot_eager` (the stand-in), and on an NPU
-npugraph_ex with force_eager, with force_recapture, then plain. A second call on new inputs of the
-same shapes must not recompile.
+output with eager's within the tolerance of its dtype (contract.tolerances()): the `eager` backend
+(Dynamo only), `aot_eager` (the stand-in), and on an NPU npugraph_ex with force_eager, with
+force_recapture, then plain. A second call on new inputs of the same shapes must not recompile.
 
 Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all.
 """
@@ -36,7 +36,13 @@ import torch._dynamo
 from torch._dynamo.utils import counters
 
 from .backend import ACLOP_CAPTURE_ERROR, ACLOP_CAPTURE_HINT, NPUGRAPH_EX_OPTIONS, npu_status
-from .contract import assert_same, clone, non_tensor_leaves, to_device
+from .contract import (
+    Mismatch,
+    clone,
+    mismatches,
+    non_tensor_leaves,
+    to_device,
+)
 {%- if tp %}
 from .parallel import Ranks, tensor_parallel
 {%- endif %}
@@ -79,6 +85,11 @@ HINTS: tuple[tuple[str, str], ...] = (
     ),
 )
 FALLBACK_HINT = "see the reason; README, section 'Fault isolation'"
+DIFFERS_HINT = (
+    "a few elements off by rounding: set TOLERANCES in model.py (README, section 'Tolerances'); "
+    "far off: the first rung that differs is the stage at fault (README, section 'Fault "
+    "isolation')"
+)
 
 
 def hint_for(text: str) -> str:
@@ -96,6 +107,10 @@ class Finding:
     hint: str = ""
     severity: str = "problem"
     """problem (exit 1) or warning (shown, exit unchanged)."""
+    path: str = ""
+    """The input or output leaf it is about (`[1]`, `['logits']`), if it is about one."""
+    mismatches: list[Mismatch] = field(default_factory=list)
+    """For an output that differs from eager: every leaf that differs, with the numbers."""
 
 
 @dataclass
@@ -217,12 +232,8 @@ def run_rung(
         finding = Finding(f"{name} fails", first_line(error), error_frame(error), hint_for(text))
         return Rung(name, "fail", first_line(error)), [finding]
     findings = []
-    try:
-        assert_same(output, expected)
-    except AssertionError as error:
-        findings.append(
-            Finding(f"{name} differs from eager", str(error).splitlines()[0], hint=FALLBACK_HINT)
-        )
+    if differ := mismatches(output, expected):
+        findings.append(differs(name, differ))
     if recompiled:
         findings.append(
             Finding(
@@ -237,6 +248,19 @@ def run_rung(
         )
     status = "fail" if findings else "ok"
     return Rung(name, status, "; ".join(f.what for f in findings) or "matches eager"), findings
+
+
+def differs(name: str, differ: list[Mismatch]) -> Finding:
+    """The finding for a rung whose output differs from eager's at the leaves `differ`."""
+    others = ", ".join(mismatch.path for mismatch in differ[1:])
+    more = f"; and {others}" if others else ""
+    return Finding(
+        f"{name} differs from eager",
+        f"{differ[0]}{more}",
+        hint=DIFFERS_HINT,
+        path=differ[0].path,
+        mismatches=differ,
+    )
 
 
 {% if tp -%}
@@ -305,6 +329,7 @@ def render(result: Result) -> str:
     lines = [f"model       {result.model or '(did not build)'}"]
     for finding in result.findings:
         lines.append(f"{finding.severity:<7}     {finding.what}: {finding.reason}")
+        lines += [f"{'':<12}also {mismatch}" for mismatch in finding.mismatches[1:]]
         if finding.where:
             lines.append(f"{'':<12}at {finding.where}")
         if finding.hint:
