@@ -1,6 +1,6 @@
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """check: the sample is ready for graph mode; a graph break is found, located and explained;
-outputs that differ from eager are named, with the numbers."""
+constant inputs and outputs that differ from eager are named, with the numbers."""
 
 import json
 from pathlib import Path
@@ -90,6 +90,25 @@ def test_a_recompile_on_the_next_call_is_a_problem(capsys, monkeypatch{{ ", no_p
     result = json.loads(capsys.readouterr().out)
     assert code == 1
     assert "aot_eager recompiled" in {finding["what"] for finding in result["findings"]}
+
+
+class Scale(nn.Module):
+    def forward(self, x, scale: float):
+        return x * scale
+
+
+def test_a_non_tensor_input_is_a_warning_naming_its_path(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+    """A float input is named by its path and value as baked into the graph, with the 0-d tensor
+    fix: a warning, since the model runs, so the exit stays 0."""
+    monkeypatch.setattr(model, "build_model", Scale)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3), 0.5))
+    assert check.main(["--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    (found,) = [f for f in result["findings"] if f["what"] == "non-tensor input"]
+    assert (found["path"], found["severity"]) == ("[1]", "warning")
+    assert found["reason"].startswith("[1]: float 0.5 is baked into the graph as a constant")
+    assert f"recompile_limit = {torch._dynamo.config.recompile_limit}" in found["reason"]
+    assert "torch.tensor(0.5)" in found["hint"]
 
 
 class OffUnderCompile(nn.Module):

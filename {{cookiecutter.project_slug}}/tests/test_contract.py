@@ -1,4 +1,6 @@
-"""The contract's helpers: outputs compared within their dtype's tolerance."""
+"""The contract's helpers: outputs compared within their dtype's tolerance, inputs baked in named."""
+
+import re
 
 import pytest
 import torch
@@ -8,6 +10,8 @@ from {{ cookiecutter.package_name }}.toolkit import bench
 from {{ cookiecutter.package_name }}.toolkit.contract import (
     ContractError,
     assert_same,
+    constant_inputs,
+    constant_note,
     mismatches,
     tolerances,
 )
@@ -76,3 +80,39 @@ def test_bench_compares_outputs_with_the_same_tolerances(monkeypatch):
     monkeypatch.setattr(model, "TOLERANCES", exact, raising=False)
     mismatch = bench.compare_outputs(lambda x: x, lambda x: x * (1 + 1e-6), inputs)
     assert mismatch.startswith("output: 8 of 8 elements differ")
+
+
+def test_non_tensor_inputs_are_the_constants_none_aside():
+    """Numbers, bools and strings are baked into the graph; None leaves an optional input out."""
+    inputs = (torch.ones(2), None, True, 0.5, {"mode": "greedy"})
+    assert constant_inputs(inputs) == [("[2]", True), ("[3]", 0.5), ("[4]['mode']", "greedy")]
+
+
+class Scale(torch.nn.Module):
+    def forward(self, x, scale):
+        return x * scale
+
+
+def test_the_recompile_limit_named_is_where_fullgraph_fails():
+    """The note's recompile limit is torch's: that many values compile, the next one raises."""
+    what, fix = constant_note("[1]", 0.5)
+    limit = int(re.search(r"recompile_limit = (\d+)", what).group(1))
+    assert "torch.tensor(0.5)" in fix
+    torch._dynamo.reset()
+    # Dynamo decides about recompiles whatever the backend: aot_eager is enough, and quick.
+    compiled = torch.compile(Scale(), backend="aot_eager", fullgraph=True, dynamic=False)
+    for value in range(limit):
+        compiled(torch.ones(2), value + 0.5)
+    with pytest.raises(torch._dynamo.exc.FailOnRecompileLimitHit):
+        compiled(torch.ones(2), limit + 0.5)
+
+
+def test_a_0d_tensor_takes_any_value_in_one_graph():
+    """The note's fix holds: as a 0-d tensor, the value is an input and new values reuse the graph."""
+    torch._dynamo.reset()
+    compiled = torch.compile(Scale(), backend="aot_eager", fullgraph=True, dynamic=False)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for value in range(torch._dynamo.config.recompile_limit + 1):
+        scaled = compiled(torch.ones(2), torch.tensor(value + 0.5))
+        assert torch.equal(scaled, torch.full((2,), value + 0.5))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs == 1

@@ -15,6 +15,7 @@ walks each rung of the npugraph_ex fault-isolation ladder that can run here, com
 output with eager's within the tolerance of its dtype (contract.tolerances()): the `eager` backend
 (Dynamo only), `aot_eager` (the stand-in), and on an NPU npugraph_ex with force_eager, with
 force_recapture, then plain. A second call on new inputs of the same shapes must not recompile.
+Each non-tensor input is a warning: graph mode bakes its value in, so new values recompile.
 
 Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all.
 """
@@ -39,6 +40,8 @@ from .backend import ACLOP_CAPTURE_ERROR, ACLOP_CAPTURE_HINT, NPUGRAPH_EX_OPTION
 from .contract import (
     Mismatch,
     clone,
+    constant_inputs,
+    constant_note,
     mismatches,
     non_tensor_leaves,
     to_device,
@@ -263,6 +266,15 @@ def differs(name: str, differ: list[Mismatch]) -> Finding:
     )
 
 
+def constants_baked_in(inputs: tuple[Any, ...]) -> list[Finding]:
+    """A warning for each non-tensor input: graph mode bakes its value into the graph."""
+    findings = []
+    for path, value in constant_inputs(inputs):
+        what, fix = constant_note(path, value)
+        findings.append(Finding("non-tensor input", what, hint=fix, severity="warning", path=path))
+    return findings
+
+
 {% if tp -%}
 def check(ranks: Ranks) -> Result:
     """Run every check on the model of model.py, sharded over `ranks`; the result holds the verdict."""
@@ -309,6 +321,8 @@ def check() -> Result:
                 severity="warning",
             )
         )
+    # The second call brings the same non-tensor values: say what new ones would do.
+    result.findings += constants_baked_in(inputs)
     result.findings += graph_breaks(model, inputs)
     for rung in rungs_here(npu_ok):
         outcome, findings = run_rung(*rung, model, inputs, again, expected)
@@ -317,11 +331,17 @@ def check() -> Result:
     if not npu_ok:
         result.rungs.append(Rung("npugraph_ex rungs", "skipped", f"need an NPU: {why}"))
     problems = [f for f in result.findings if f.severity == "problem"]
+    warnings = len(result.findings) - len(problems)
     result.verdict = 1 if problems else 0
     if problems:
         result.summary = f"{len(problems)} problem(s): fix them, then run check again"
     else:
-        result.summary = "ready for graph mode: one graph, no recompile, same output as eager"
+        result.summary = (
+            "ready for graph mode: one graph, no recompile on new tensors of the same shapes, "
+            "same output as eager"
+        )
+    if warnings:
+        result.summary += f"; read the {warnings} warning(s) above"
     return result
 
 

@@ -1,3 +1,4 @@
+{%- set cache = cookiecutter.mode == "cache_compile" -%}
 """The model contract every tool follows, and the pytree helpers that let outputs be any shape.
 
 model.py defines `build_model() -> torch.nn.Module` and `example_inputs() -> tuple`: the positional
@@ -63,6 +64,52 @@ def non_tensor_leaves(tree: Any) -> list[str]:
         for path, leaf in leaves(tree)
         if leaf is not None and not isinstance(leaf, torch.Tensor)
     ]
+
+
+def constant_inputs(inputs: Any) -> list[tuple[str, Any]]:
+    """(path, value) of each input graph mode bakes into the graph: every leaf but tensors and None.
+
+    Dynamo (dynamic=False) guards on the value of a Python number, bool or string that forward
+    reads. None is left out: it is how an optional input is left out, and has no other value.
+    """
+    return [
+        (path, leaf)
+        for path, leaf in leaves(inputs)
+        if leaf is not None and not isinstance(leaf, torch.Tensor)
+    ]
+
+
+def constant_note(path: str, value: Any) -> tuple[str, str]:
+    """What graph mode does with the constant input `value` at `path`, and the fix."""
+    what = f"{path}: {describe(value)} is baked into the graph as a constant where forward reads it"
+{%- if cache %}
+    # A recompile deletes the cache; a loaded cache checks no guards (README, "The compile cache").
+    cached = (
+        "; under cache_compile that deletes the cache, and a loaded cache checks no guards: it "
+        "keeps the value it was written with"
+    )
+{%- else %}
+    cached = ""
+{%- endif %}
+    if isinstance(value, bool):
+        # Two values: never more graphs than the limit, and a 0-d tensor is no fix where forward
+        # branches on it (an `if` on a tensor value is a graph break).
+        fix = (
+            "fine for a setting that stays fixed; one that changes per call: pass a bool tensor "
+            "and pick with torch.where instead of `if`"
+        )
+        return f"{what}: the other value compiles a second graph{cached}", fix
+    limit = torch._dynamo.config.recompile_limit
+    what += (
+        f": each new value compiles another graph{cached}, and after {limit} graphs the next new "
+        f"value fails under fullgraph=True (FailOnRecompileLimitHit; "
+        f"torch._dynamo.config.recompile_limit = {limit})"
+    )
+    if isinstance(value, int | float | complex):
+        fix = f"pass a 0-d tensor, torch.tensor({value!r}): an input, so new values reuse the graph"
+    else:
+        fix = "keep it the same on every call, or pass what it selects as a tensor"
+    return what, fix
 
 
 Tolerance = dict[str, float]
