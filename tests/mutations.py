@@ -219,6 +219,14 @@ MUTATIONS = (
         "tests/test_readme.py -k section",
         DEFAULT,
     ),
+    Mutation(
+        "check's rungs start from the state the eager reference left",
+        f"{TOOLKIT}/check.py",
+        "        restore(model, state)\n",
+        "",
+        "tests/test_check.py -k state",
+        DEFAULT,
+    ),
     # cache_compile mode, with an in-place op-plugin operator.
     Mutation(
         "cache_compile stand-in compiles with fullgraph=False",

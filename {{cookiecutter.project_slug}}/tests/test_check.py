@@ -1,6 +1,7 @@
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """check: the sample is ready for graph mode; a graph break is found, located and explained;
-constant inputs and outputs that differ from eager are named, with the numbers."""
+constant inputs and outputs that differ from eager are named, with the numbers; each rung starts
+from the state eager started from."""
 
 import json
 from pathlib import Path
@@ -166,6 +167,26 @@ def test_check_compares_within_the_dtypes_tolerance(capsys, monkeypatch{{ ", no_
     monkeypatch.setattr(model, "TOLERANCES", exact, raising=False)
     assert check.main([]) == 1
     assert "aot_eager differs from eager: output: 8 of 8 elements" in capsys.readouterr().out
+
+
+class CountsSteps(nn.Module):
+    """A buffer updated in forward, as a KV cache is: each call sees the calls before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+
+    def forward(self, x):
+        self.steps += 1
+        return x * self.steps
+
+
+def test_each_rung_starts_from_the_state_eager_started_from(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+    """A buffer that forward updates does not leak from the eager reference into the rungs: each
+    computes the first step, as eager did, so the model is ready."""
+    monkeypatch.setattr(model, "build_model", CountsSteps)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3),))
+    assert check.main([]) == 0, capsys.readouterr().out
 {%- if tp %}
 
 

@@ -15,6 +15,7 @@ walks each rung of the npugraph_ex fault-isolation ladder that can run here, com
 output with eager's within the tolerance of its dtype (contract.tolerances()): the `eager` backend
 (Dynamo only), `aot_eager` (the stand-in), and on an NPU npugraph_ex with force_eager, with
 force_recapture, then plain. A second call on new inputs of the same shapes must not recompile.
+Each rung starts from the buffers the eager run started from (a KV cache, a step counter).
 Each non-tensor input is a warning: graph mode bakes its value in, so new values recompile.
 
 Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all.
@@ -275,6 +276,19 @@ def constants_baked_in(inputs: tuple[Any, ...]) -> list[Finding]:
     return findings
 
 
+def buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of every buffer: a forward that updates one (a KV cache, a step counter) would
+    otherwise hand the state the eager reference left to the rung after it."""
+    return {name: buffer.detach().clone() for name, buffer in model.named_buffers()}
+
+
+def restore(model: torch.nn.Module, saved: dict[str, torch.Tensor]) -> None:
+    """Put back the buffers `saved` holds, even one that forward replaced by a bigger tensor."""
+    for name, value in saved.items():
+        module, _, attribute = name.rpartition(".")
+        setattr(model.get_submodule(module), attribute, value.clone())
+
+
 {% if tp -%}
 def check(ranks: Ranks) -> Result:
     """Run every check on the model of model.py, sharded over `ranks`; the result holds the verdict."""
@@ -303,6 +317,7 @@ def check() -> Result:
         torch.manual_seed(1)
         again = to_device(example_inputs(), device)
         result.model = type(model).__name__
+        state = buffers(model)
         with torch.no_grad():
             expected = clone(model(*inputs))
     except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
@@ -325,6 +340,8 @@ def check() -> Result:
     result.findings += constants_baked_in(inputs)
     result.findings += graph_breaks(model, inputs)
     for rung in rungs_here(npu_ok):
+        # Each rung starts from the state the eager reference started from.
+        restore(model, state)
         outcome, findings = run_rung(*rung, model, inputs, again, expected)
         result.rungs.append(outcome)
         result.findings += findings
