@@ -1,5 +1,7 @@
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
-"""check: the sample is ready for graph mode; a graph break is found, located and explained."""
+"""check: the sample is ready for graph mode; a graph break is found, located and explained;
+constant inputs and outputs that differ from eager are named, with the numbers; each rung starts
+from the state eager started from."""
 
 import json
 from pathlib import Path
@@ -15,6 +17,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel
 
 from {{ cookiecutter.package_name }} import model
 from {{ cookiecutter.package_name }}.toolkit import check
+from {{ cookiecutter.package_name }}.toolkit.contract import tolerances
 
 
 {% if tp -%}
@@ -88,6 +91,102 @@ def test_a_recompile_on_the_next_call_is_a_problem(capsys, monkeypatch{{ ", no_p
     result = json.loads(capsys.readouterr().out)
     assert code == 1
     assert "aot_eager recompiled" in {finding["what"] for finding in result["findings"]}
+
+
+class Scale(nn.Module):
+    def forward(self, x, scale: float):
+        return x * scale
+
+
+def test_a_non_tensor_input_is_a_warning_naming_its_path(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+    """A float input is named by its path and value as baked into the graph, with the 0-d tensor
+    fix: a warning, since the model runs, so the exit stays 0."""
+    monkeypatch.setattr(model, "build_model", Scale)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3), 0.5))
+    assert check.main(["--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    (found,) = [f for f in result["findings"] if f["what"] == "non-tensor input"]
+    assert (found["path"], found["severity"]) == ("[1]", "warning")
+    assert found["reason"].startswith("[1]: float 0.5 is baked into the graph as a constant")
+    assert f"recompile_limit = {torch._dynamo.config.recompile_limit}" in found["reason"]
+    assert "torch.tensor(0.5)" in found["hint"]
+
+
+class OffUnderCompile(nn.Module):
+    """Eager returns its input; any compiled rung adds 0.5 to the positive elements of `hidden`."""
+
+    def forward(self, x):
+        # Dynamo folds is_compiling() to True: no graph break, a graph that computes something else.
+        off = 0.5 * (x > 0) if torch.compiler.is_compiling() else 0
+        return {"logits": x.clone(), "hidden": x + off}
+
+
+def test_a_differing_output_names_the_leaf_and_the_numbers(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+    """A rung whose output differs names the leaf, the elements beyond the tolerance of how many,
+    and the largest differences against rtol and atol, as JSON fields: exit 1."""
+    monkeypatch.setattr(model, "build_model", OffUnderCompile)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.arange(-3.0, 5.0),))
+    assert check.main(["--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager differs from eager"]
+    assert found["path"] == "['hidden']"
+    (mismatch,) = found["mismatches"]
+    assert (mismatch["path"], mismatch["mismatched"], mismatch["total"]) == ("['hidden']", 4, 8)
+    # 1, 2, 3 and 4 become 1.5 ... 4.5: the worst relative difference is 0.5 off a 1.
+    assert (mismatch["max_abs"], mismatch["max_rel"]) == (0.5, 0.5)
+    assert {mismatch["rtol"], mismatch["atol"]} == set(tolerances(torch.float32).values())
+
+
+def test_the_table_shows_how_an_output_differs(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+    """The report names the differing leaf, its count and its largest differences, not just
+    'not close'."""
+    monkeypatch.setattr(model, "build_model", OffUnderCompile)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.arange(-3.0, 5.0),))
+    assert check.main([]) == 1
+    report = capsys.readouterr().out
+    atol = tolerances(torch.float32)["atol"]
+    assert (
+        "aot_eager differs from eager: ['hidden']: 4 of 8 elements differ beyond the tolerance: "
+        f"max abs difference 0.5 (atol {atol:g}), max relative 0.5 (rtol "
+    ) in report
+
+
+class RoundsUnderCompile(nn.Module):
+    """Any compiled rung is 1e-5 off eager, relatively: rounding, for float32."""
+
+    def forward(self, x):
+        return x * (1 + 1e-5) if torch.compiler.is_compiling() else x.clone()
+
+
+def test_check_compares_within_the_dtypes_tolerance(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+    """A rounding difference passes float32's tolerance; model.py's TOLERANCES, exact, fails it."""
+    monkeypatch.setattr(model, "build_model", RoundsUnderCompile)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.linspace(1, 4, 8),))
+    assert check.main([]) == 0
+    exact = {torch.float32: {"rtol": 0.0, "atol": 0.0}}
+    monkeypatch.setattr(model, "TOLERANCES", exact, raising=False)
+    assert check.main([]) == 1
+    assert "aot_eager differs from eager: output: 8 of 8 elements" in capsys.readouterr().out
+
+
+class CountsSteps(nn.Module):
+    """A buffer updated in forward, as a KV cache is: each call sees the calls before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+
+    def forward(self, x):
+        self.steps += 1
+        return x * self.steps
+
+
+def test_each_rung_starts_from_the_state_eager_started_from(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+    """A buffer that forward updates does not leak from the eager reference into the rungs: each
+    computes the first step, as eager did, so the model is ready."""
+    monkeypatch.setattr(model, "build_model", CountsSteps)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3),))
+    assert check.main([]) == 0, capsys.readouterr().out
 {%- if tp %}
 
 

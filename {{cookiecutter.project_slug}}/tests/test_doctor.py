@@ -9,9 +9,9 @@ import os
 import sys
 
 import pytest
-{%- if tp %}
 import torch
 from torch import nn
+{%- if tp %}
 from torch.distributed.tensor.parallel import ColwiseParallel
 {%- endif %}
 
@@ -241,6 +241,22 @@ def test_inputs_that_are_not_a_tuple_are_named(capsys, monkeypatch):
     code, report = run(capsys)
     assert code == 2
     assert "must return a tuple of positional inputs, got Tensor" in line_of(report, "model")
+
+
+class Scale(nn.Module):
+    def forward(self, x, scale: float):
+        return x * scale
+
+
+def test_a_non_tensor_input_is_a_warning_on_the_model_line(capsys, monkeypatch):
+    """A float input is a WARN naming its path and value, baked into the graph, with the fix."""
+    monkeypatch.setattr(model, "build_model", Scale)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3), 0.5))
+    _, report = run(capsys)
+    line = line_of(report, "model")
+    assert line.startswith("WARN")
+    assert "; [1]: float 0.5 is baked into the graph as a constant" in line
+    assert "fix: pass a 0-d tensor, torch.tensor(0.5)" in line
 
 
 def test_an_mre_that_cannot_import_is_a_failure(capsys, monkeypatch):

@@ -12,7 +12,10 @@ from {{ cookiecutter.package_name }} import mre
 from {{ cookiecutter.package_name }}.model import example_inputs
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same, describe_tree, to_device
-from {{ cookiecutter.package_name }}.toolkit.report import NoGraphError, first_call
+{%- if tp %}
+from {{ cookiecutter.package_name }}.toolkit.parallel import tensor_parallel
+{%- endif %}
+from {{ cookiecutter.package_name }}.toolkit.report import FirstCall, NoGraphError, first_call, print_report
 
 FIXED_NAMES = {"config", "compiled_model", "dummy_input", "output"}
 
@@ -47,6 +50,21 @@ def test_mre_report_names_backend_reason_inputs_and_output(mre_run):
     group_backend = "hccl" if backend.device == "npu" else "gloo"
     assert f"\nranks       1 ({group_backend}), slowest first call " in report
 {%- endif %}
+
+
+def test_the_report_names_each_non_tensor_input(capsys):
+    """A float input gets a `constant` row: its path and value, baked into the graph, and the fix."""
+    backend = select_backend()
+    dummy_input = (torch.ones(3), 0.5)
+{%- if tp %}
+    with tensor_parallel(backend.device) as ranks:
+        print_report(backend, None, dummy_input, torch.ones(3), FirstCall(0.1, 1), ranks)
+{%- else %}
+    print_report(backend, None, dummy_input, torch.ones(3), FirstCall(0.1, 1))
+{%- endif %}
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("constant")]
+    assert row.startswith("constant    [1]: float 0.5 is baked into the graph as a constant")
+    assert "; pass a 0-d tensor, torch.tensor(0.5)" in row
 
 
 def test_a_first_call_that_compiles_no_graph_raises():

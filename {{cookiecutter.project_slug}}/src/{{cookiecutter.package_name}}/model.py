@@ -11,10 +11,12 @@
 - `parallel_plan(world_size)` returns how parallelize_module shards build_model() across the
   ranks of a torchrun job: submodule names to ColwiseParallel / RowwiseParallel.
 {%- endif %}
+- Optional: `TOLERANCES`, how far graph mode may be from eager per dtype, e.g.
+  `{torch.bfloat16: {"rtol": 5e-2, "atol": 1e-1}}` (README, section 'Tolerances').
 
 The MRE seeds torch.manual_seed(0), then calls build_model(), then example_inputs(). Replace
-everything below with your own model; sibling modules of this file are fine (README: "Your own
-model"). The sample is a small pre-norm transformer block.
+everything below with your own model; sibling modules of this file are fine (README, section
+'Your own model'). The sample is a small pre-norm transformer block.
 """
 
 import torch

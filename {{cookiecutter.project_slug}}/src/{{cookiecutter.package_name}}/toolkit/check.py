@@ -12,9 +12,11 @@ collectives: over one rank under plain python, over N under `torchrun --nproc-pe
 {%- endif %} Then it lists
 every graph break (torch._dynamo.explain) with file:line, the reason and a one-line hint, and
 walks each rung of the npugraph_ex fault-isolation ladder that can run here, comparing each
-output with eager's: the `eager` backend (Dynamo only), `aot_eager` (the stand-in), and on an NPU
-npugraph_ex with force_eager, with force_recapture, then plain. A second call on new inputs of the
-same shapes must not recompile.
+output with eager's within the tolerance of its dtype (contract.tolerances()): the `eager` backend
+(Dynamo only), `aot_eager` (the stand-in), and on an NPU npugraph_ex with force_eager, with
+force_recapture, then plain. A second call on new inputs of the same shapes must not recompile.
+Each rung starts from the buffers the eager run started from (a KV cache, a step counter).
+Each non-tensor input is a warning: graph mode bakes its value in, so new values recompile.
 
 Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all.
 """
@@ -39,7 +41,15 @@ import torch._dynamo
 from torch._dynamo.utils import counters
 
 from .backend import ACLOP_CAPTURE_ERROR, ACLOP_CAPTURE_HINT, NPUGRAPH_EX_OPTIONS, npu_status
-from .contract import assert_same, clone, non_tensor_leaves, to_device
+from .contract import (
+    Mismatch,
+    clone,
+    constant_inputs,
+    constant_note,
+    mismatches,
+    non_tensor_leaves,
+    to_device,
+)
 {%- if tp %}
 from .parallel import PlanError, Ranks, rehearse, tensor_parallel
 {%- endif %}
@@ -82,6 +92,11 @@ HINTS: tuple[tuple[str, str], ...] = (
     ),
 )
 FALLBACK_HINT = "see the reason; README, section 'Fault isolation'"
+DIFFERS_HINT = (
+    "a few elements off by rounding: set TOLERANCES in model.py (README, section 'Tolerances'); "
+    "far off: the first rung that differs is the stage at fault (README, section 'Fault "
+    "isolation')"
+)
 
 
 def hint_for(text: str) -> str:
@@ -99,6 +114,10 @@ class Finding:
     hint: str = ""
     severity: str = "problem"
     """problem (exit 1) or warning (shown, exit unchanged)."""
+    path: str = ""
+    """The input or output leaf it is about (`[1]`, `['logits']`), if it is about one."""
+    mismatches: list[Mismatch] = field(default_factory=list)
+    """For an output that differs from eager: every leaf that differs, with the numbers."""
 
 
 @dataclass
@@ -220,12 +239,8 @@ def run_rung(
         finding = Finding(f"{name} fails", first_line(error), error_frame(error), hint_for(text))
         return Rung(name, "fail", first_line(error)), [finding]
     findings = []
-    try:
-        assert_same(output, expected)
-    except AssertionError as error:
-        findings.append(
-            Finding(f"{name} differs from eager", str(error).splitlines()[0], hint=FALLBACK_HINT)
-        )
+    if differ := mismatches(output, expected):
+        findings.append(differs(name, differ))
     if recompiled:
         findings.append(
             Finding(
@@ -240,6 +255,41 @@ def run_rung(
         )
     status = "fail" if findings else "ok"
     return Rung(name, status, "; ".join(f.what for f in findings) or "matches eager"), findings
+
+
+def differs(name: str, differ: list[Mismatch]) -> Finding:
+    """The finding for a rung whose output differs from eager's at the leaves `differ`."""
+    others = ", ".join(mismatch.path for mismatch in differ[1:])
+    more = f"; and {others}" if others else ""
+    return Finding(
+        f"{name} differs from eager",
+        f"{differ[0]}{more}",
+        hint=DIFFERS_HINT,
+        path=differ[0].path,
+        mismatches=differ,
+    )
+
+
+def constants_baked_in(inputs: tuple[Any, ...]) -> list[Finding]:
+    """A warning for each non-tensor input: graph mode bakes its value into the graph."""
+    findings = []
+    for path, value in constant_inputs(inputs):
+        what, fix = constant_note(path, value)
+        findings.append(Finding("non-tensor input", what, hint=fix, severity="warning", path=path))
+    return findings
+
+
+def buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of every buffer: a forward that updates one (a KV cache, a step counter) would
+    otherwise hand the state the eager reference left to the rung after it."""
+    return {name: buffer.detach().clone() for name, buffer in model.named_buffers()}
+
+
+def restore(model: torch.nn.Module, saved: dict[str, torch.Tensor]) -> None:
+    """Put back the buffers `saved` holds, even one that forward replaced by a bigger tensor."""
+    for name, value in saved.items():
+        module, _, attribute = name.rpartition(".")
+        setattr(model.get_submodule(module), attribute, value.clone())
 
 
 {% if tp -%}
@@ -270,6 +320,7 @@ def check() -> Result:
         torch.manual_seed(1)
         again = to_device(example_inputs(), device)
         result.model = type(model).__name__
+        state = buffers(model)
         with torch.no_grad():
             expected = clone(model(*inputs))
     except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
@@ -288,19 +339,29 @@ def check() -> Result:
                 severity="warning",
             )
         )
+    # The second call brings the same non-tensor values: say what new ones would do.
+    result.findings += constants_baked_in(inputs)
     result.findings += graph_breaks(model, inputs)
     for rung in rungs_here(npu_ok):
+        # Each rung starts from the state the eager reference started from.
+        restore(model, state)
         outcome, findings = run_rung(*rung, model, inputs, again, expected)
         result.rungs.append(outcome)
         result.findings += findings
     if not npu_ok:
         result.rungs.append(Rung("npugraph_ex rungs", "skipped", f"need an NPU: {why}"))
     problems = [f for f in result.findings if f.severity == "problem"]
+    warnings = len(result.findings) - len(problems)
     result.verdict = 1 if problems else 0
     if problems:
         result.summary = f"{len(problems)} problem(s): fix them, then run check again"
     else:
-        result.summary = "ready for graph mode: one graph, no recompile, same output as eager"
+        result.summary = (
+            "ready for graph mode: one graph, no recompile on new tensors of the same shapes, "
+            "same output as eager"
+        )
+    if warnings:
+        result.summary += f"; read the {warnings} warning(s) above"
     return result
 
 
@@ -339,6 +400,7 @@ def render(result: Result) -> str:
     lines = [f"model       {result.model or '(did not build)'}"]
     for finding in result.findings:
         lines.append(f"{finding.severity:<7}     {finding.what}: {finding.reason}")
+        lines += [f"{'':<12}also {mismatch}" for mismatch in finding.mismatches[1:]]
         if finding.where:
             lines.append(f"{'':<12}at {finding.where}")
         if finding.hint:

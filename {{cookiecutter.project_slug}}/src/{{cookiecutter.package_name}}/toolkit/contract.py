@@ -1,12 +1,16 @@
+{%- set cache = cookiecutter.mode == "cache_compile" -%}
 """The model contract every tool follows, and the pytree helpers that let outputs be any shape.
 
 model.py defines `build_model() -> torch.nn.Module` and `example_inputs() -> tuple`: the positional
 inputs of one inference step, on the CPU. Outputs may be any pytree of tensors: a tensor, a
-tuple, a dict, or an output object such as transformers' ModelOutput.
+tuple, a dict, or an output object such as transformers' ModelOutput. model.py may also set
+`TOLERANCES`, how far graph mode may be from eager for a dtype (`tolerances()`).
 """
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -62,16 +66,194 @@ def non_tensor_leaves(tree: Any) -> list[str]:
     ]
 
 
-def assert_same(actual: Any, expected: Any, **tolerances: float) -> None:
-    """Raise AssertionError unless both pytrees have one structure and close tensors at each leaf."""
-    actual_leaves, actual_spec = pytree.tree_flatten(actual)
-    expected_leaves, expected_spec = pytree.tree_flatten(expected)
-    if actual_spec != expected_spec:
-        raise AssertionError(f"output structure differs: {actual_spec} != {expected_spec}")
-    for index, (got, want) in enumerate(zip(actual_leaves, expected_leaves, strict=True)):
-        if isinstance(want, torch.Tensor):
-            torch.testing.assert_close(
-                got, want, msg=lambda message, i=index: f"output leaf {i}: {message}", **tolerances
+def constant_inputs(inputs: Any) -> list[tuple[str, Any]]:
+    """(path, value) of each input graph mode bakes into the graph: every leaf but tensors and None.
+
+    Dynamo (dynamic=False) guards on the value of a Python number, bool or string that forward
+    reads. None is left out: it is how an optional input is left out, and has no other value.
+    """
+    return [
+        (path, leaf)
+        for path, leaf in leaves(inputs)
+        if leaf is not None and not isinstance(leaf, torch.Tensor)
+    ]
+
+
+def constant_note(path: str, value: Any) -> tuple[str, str]:
+    """What graph mode does with the constant input `value` at `path`, and the fix."""
+    what = f"{path}: {describe(value)} is baked into the graph as a constant where forward reads it"
+{%- if cache %}
+    # A recompile deletes the cache; a loaded cache checks no guards (README, "The compile cache").
+    cached = (
+        "; under cache_compile that deletes the cache, and a loaded cache checks no guards: it "
+        "keeps the value it was written with"
+    )
+{%- else %}
+    cached = ""
+{%- endif %}
+    if isinstance(value, bool):
+        # Two values: never more graphs than the limit, and a 0-d tensor is no fix where forward
+        # branches on it (an `if` on a tensor value is a graph break).
+        fix = (
+            "fine for a setting that stays fixed; one that changes per call: pass a bool tensor "
+            "and pick with torch.where instead of `if`"
+        )
+        return f"{what}: the other value compiles a second graph{cached}", fix
+    limit = torch._dynamo.config.recompile_limit
+    what += (
+        f": each new value compiles another graph{cached}, and after {limit} graphs the next new "
+        f"value fails under fullgraph=True (FailOnRecompileLimitHit; "
+        f"torch._dynamo.config.recompile_limit = {limit})"
+    )
+    if isinstance(value, int | float | complex):
+        fix = f"pass a 0-d tensor, torch.tensor({value!r}): an input, so new values reuse the graph"
+    else:
+        fix = "keep it the same on every call, or pass what it selects as a tensor"
+    return what, fix
+
+
+Tolerance = dict[str, float]
+"""{"rtol": ..., "atol": ...}: as torch.testing.assert_close takes them."""
+
+# How far graph mode may be from eager, by dtype. A graph computes the same sums in another order
+# (a fused or retiled kernel), and so does tensor parallelism (an all-reduce of partial sums): each
+# order rounds differently, so a correct result is off by rounding, the more so the fewer its bits.
+# A leaf passes where |graph - eager| <= atol + rtol * |eager|. model.py's TOLERANCES overrides any.
+DEFAULT_TOLERANCES: dict[torch.dtype, Tolerance] = {
+    # float32 (a rounding step, eps, of 1.2e-7) accumulates in float32: a sum of thousands of
+    # terms split two ways, through 16 layers, stays within a few 1e-6. rtol 1e-4 (some 800
+    # steps) leaves room for deeper and wider models; atol 1e-5 for values near 0, where terms of
+    # size ~1 cancel and their rounding remains.
+    torch.float32: {"rtol": 1e-4, "atol": 1e-5},
+    # bfloat16 (eps 7.8e-3) rounds every op's output to 8 bits, and a difference grows layer by
+    # layer: a 16-layer stack split two ways ended up to 5 steps off. rtol 4e-2, 5 steps; atol
+    # the same, for values near 0 that a sum of terms of size ~1 produced.
+    torch.bfloat16: {"rtol": 4e-2, "atol": 4e-2},
+    # float16 (eps 9.8e-4): the same 5 steps, for the same reasons.
+    torch.float16: {"rtol": 5e-3, "atol": 5e-3},
+    # float64 (eps 2.2e-16): torch.testing.assert_close's defaults, already far beyond rounding.
+    torch.float64: {"rtol": 1e-7, "atol": 1e-7},
+}
+EXACT: Tolerance = {"rtol": 0.0, "atol": 0.0}
+"""Integers and bools: nothing rounds, so nothing may differ."""
+
+
+def default_tolerance(dtype: torch.dtype) -> Tolerance:
+    """The default for `dtype`: complex as its real part, other floats (float8, ...) 5 steps."""
+    if dtype.is_complex:
+        dtype = dtype.to_real()
+    if dtype in DEFAULT_TOLERANCES:
+        return DEFAULT_TOLERANCES[dtype]
+    if dtype.is_floating_point:
+        steps = 5 * torch.finfo(dtype).eps
+        return {"rtol": steps, "atol": steps}
+    return EXACT
+
+
+def own_tolerances() -> dict[torch.dtype, Tolerance]:
+    """model.py's TOLERANCES, checked: {dtype: {"rtol": ..., "atol": ...}}, either key optional."""
+    # Looked up at each comparison, so a model.py a test patches counts. Not an import statement:
+    # here export would refuse it (it bundles this module), and at the top a broken model.py
+    # would stop every tool at import instead of being reported.
+    model = importlib.import_module("..model", __package__)
+    own = getattr(model, "TOLERANCES", {})
+    example = 'e.g. TOLERANCES = {torch.bfloat16: {"rtol": 5e-2, "atol": 5e-2}}'
+    if not isinstance(own, dict):
+        raise ContractError(
+            f"TOLERANCES in model.py must be a dict, got {type(own).__name__}; {example}"
+        )
+    for dtype, tolerance in own.items():
+        if not isinstance(dtype, torch.dtype):
+            raise ContractError(f"TOLERANCES key {dtype!r} is not a torch.dtype; {example}")
+        if not isinstance(tolerance, dict) or not set(tolerance) <= {"rtol", "atol"}:
+            raise ContractError(
+                f"TOLERANCES[{dtype}] must be a dict with rtol and/or atol, got {tolerance!r}; {example}"
             )
-        elif got != want:
-            raise AssertionError(f"output leaf {index}: {got!r} != {want!r}")
+    return own
+
+
+def tolerances(dtype: torch.dtype) -> Tolerance:
+    """rtol and atol for comparing a `dtype` tensor with eager's: model.py's TOLERANCES, else the
+    default (DEFAULT_TOLERANCES, whose comments give the reasons)."""
+    return {**default_tolerance(dtype), **own_tolerances().get(dtype, {})}
+
+
+@dataclass
+class Mismatch:
+    """How one output leaf differs from eager's: its path, and for values the numbers."""
+
+    path: str
+    """The leaf (`[0]`, `['logits']`, `.logits`), or `output` for a lone tensor or the structure."""
+    text: str
+    """The difference in one line."""
+    mismatched: int | None = None
+    """Elements beyond the tolerance, of `total`; None for a structure, shape or dtype difference."""
+    total: int | None = None
+    max_abs: float | None = None
+    """The greatest |graph - eager|."""
+    max_rel: float | None = None
+    """The greatest |graph - eager| / |eager|, where eager's value is not 0."""
+    rtol: float | None = None
+    atol: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.text}"
+
+
+def value_mismatch(
+    path: str, got: torch.Tensor, want: torch.Tensor, tolerance: Tolerance
+) -> Mismatch | None:
+    """Elements of `got` beyond the tolerance of `want`'s (same shape and dtype), with the numbers."""
+    # On the host, in double precision: the numbers must not round themselves.
+    wide = torch.complex128 if want.dtype.is_complex else torch.float64
+    got, want = got.detach().cpu().to(wide), want.detach().cpu().to(wide)
+    rtol, atol = tolerance["rtol"], tolerance["atol"]
+    # A NaN where eager has a NaN is the same result.
+    mismatched = int((~torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)).sum())
+    if not mismatched:
+        return None
+    difference = (got - want).abs()
+    max_abs = float(difference.max())
+    nonzero = want != 0
+    max_rel = float((difference[nonzero] / want[nonzero].abs()).max()) if nonzero.any() else 0.0
+    text = (
+        f"{mismatched} of {want.numel()} elements differ beyond the tolerance: max abs difference "
+        f"{max_abs:.3g} (atol {atol:g}), max relative {max_rel:.3g} (rtol {rtol:g})"
+    )
+    return Mismatch(path, text, mismatched, want.numel(), max_abs, max_rel, rtol, atol)
+
+
+def leaf_mismatch(path: str, got: Any, want: Any, override: Tolerance) -> Mismatch | None:
+    """How graph mode's leaf `got` differs from eager's `want`, or None if it does not."""
+    if not isinstance(want, torch.Tensor) or not isinstance(got, torch.Tensor):
+        same = type(got) is type(want) and got == want
+        return None if same else Mismatch(path, f"{describe(got)} where eager has {describe(want)}")
+    for aspect in ("shape", "dtype", "device"):
+        if getattr(got, aspect) != getattr(want, aspect):
+            return Mismatch(path, f"{describe(got)} where eager has {describe(want)}")
+    return value_mismatch(path, got, want, {**tolerances(want.dtype), **override})
+
+
+def mismatches(actual: Any, expected: Any, **override: float) -> list[Mismatch]:
+    """Every leaf where graph mode's output `actual` differs from eager's `expected`.
+
+    Each tensor leaf is compared with the tolerance of its dtype (tolerances()); an rtol or atol
+    given here applies to every leaf instead.
+    """
+    actual_leaves, actual_spec = pytree.tree_flatten_with_path(actual)
+    expected_leaves, expected_spec = pytree.tree_flatten_with_path(expected)
+    if actual_spec != expected_spec:
+        structure = f"structure differs: {actual_spec} where eager has {expected_spec}"
+        return [Mismatch("output", structure)]
+    found = []
+    for (path, got), (_, want) in zip(actual_leaves, expected_leaves, strict=True):
+        if mismatch := leaf_mismatch(pytree.keystr(path) or "output", got, want, override):
+            found.append(mismatch)
+    return found
+
+
+def assert_same(actual: Any, expected: Any, **override: float) -> None:
+    """Raise AssertionError unless both pytrees have one structure and close leaves, each within
+    the tolerance of its dtype (tolerances()); an rtol or atol given here applies to every leaf."""
+    if found := mismatches(actual, expected, **override):
+        raise AssertionError("\n".join(map(str, found)))

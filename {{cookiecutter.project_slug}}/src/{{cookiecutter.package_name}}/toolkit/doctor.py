@@ -249,7 +249,7 @@ def check_model() -> Check:
     """build_model() and example_inputs() run and keep the contract: else nothing can run."""
     import torch
 
-    from .contract import ContractError, describe_tree, to_device
+    from .contract import ContractError, constant_inputs, constant_note, describe_tree, to_device
 
     fix = "fix model.py: README, section 'Your own model'"
     try:
@@ -267,6 +267,11 @@ def check_model() -> Check:
         detail = f"build_model() returned {type(model).__name__}, not a torch.nn.Module"
         return Check("model", "FAIL", detail, fix, blocking=True)
     detail = f"build_model() gives {type(model).__name__}, example_inputs() {describe_tree(inputs)}"
+    if constants := constant_inputs(inputs):
+        # Graph mode runs, so a WARN, not a FAIL: but new values recompile, then fail.
+        notes = [constant_note(path, value) for path, value in constants]
+        detail += "; " + "; ".join(what for what, _ in notes)
+        return Check("model", "WARN", detail, "; ".join(fix for _, fix in notes))
     return Check("model", "OK", detail)
 
 

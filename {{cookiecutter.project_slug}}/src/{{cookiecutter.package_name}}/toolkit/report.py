@@ -15,7 +15,7 @@ import torch._dynamo
 from torch._dynamo.utils import counters
 
 from .backend import Backend
-from .contract import describe_tree
+from .contract import constant_inputs, constant_note, describe_tree
 {%- if tp %}
 from .parallel import Ranks
 {%- endif %}
@@ -92,18 +92,28 @@ def print_report(
     if call.graphs == 0:
         compiled = "no graph: loaded from the cache_compile cache"
 {%- endif %}
-    rows = {
-        "backend": f"{backend.name} ({backend.reason})",
-        "options": config if config else "none (only npugraph_ex takes options)",
-        "input": describe_tree(dummy_input),
-        "output": describe_tree(output),
-        "first call": f"{call.seconds:.2f} s, {compiled} (compile and capture included)",
-    }
+    rows = [
+        ("backend", f"{backend.name} ({backend.reason})"),
+        ("options", config if config else "none (only npugraph_ex takes options)"),
+        ("input", describe_tree(dummy_input)),
+        *constant_rows(dummy_input),
+        ("output", describe_tree(output)),
+        ("first call", f"{call.seconds:.2f} s, {compiled} (compile and capture included)"),
+    ]
 {%- if tp %}
-    rows["ranks"] = ranks_row(ranks, calls)
+    rows.append(("ranks", ranks_row(ranks, calls)))
 {%- endif %}
-    for name, value in rows.items():
+    for name, value in rows:
         print(f"{name:<11} {value}")
+
+
+def constant_rows(dummy_input: tuple[Any, ...]) -> list[tuple[str, str]]:
+    """A `constant` row for each non-tensor input: what graph mode does with it, and the fix."""
+    rows = []
+    for path, value in constant_inputs(dummy_input):
+        what, fix = constant_note(path, value)
+        rows.append(("constant", f"{what}; {fix}"))
+    return rows
 {%- if tp %}
 
 
