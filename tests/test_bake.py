@@ -38,11 +38,13 @@ COMMON_FILES = {
     "tests/test_bench.py",
     "tests/test_check.py",
     "tests/test_cli.py",
+    "tests/test_contract.py",
     "tests/test_doctor.py",
     "tests/test_export.py",
     "tests/test_graph.py",
     "tests/test_mre.py",
     "tests/test_npugraph_ex.py",
+    "tests/test_readme.py",
 }
 MODE_FILES = {
     "npugraph_ex": set(),

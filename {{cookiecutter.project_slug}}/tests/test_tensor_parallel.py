@@ -21,7 +21,7 @@ def test_every_rank_matches_the_single_device_model(two_ranks, eager_output):
     """Each rank's output equals the unsharded model run eagerly in one process."""
     assert sorted(two_ranks.results) == list(range(two_ranks.size))
     for result in two_ranks.results.values():
-        assert_same(result["mre"]["value"], eager_output, rtol=1e-4, atol=1e-5)
+        assert_same(result["mre"]["value"], eager_output)  # each dtype's tolerance
 
 
 def test_every_rank_compiles_one_graph(two_ranks):
