@@ -88,6 +88,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_guard_latency_profiling() -> Iterator[None]:
+    """Dynamo times the guards of each new graph once, for its logs alone, and first flushes the
+    CPU cache to do so: about 20 ms a compile, and the suite compiles dozens of graphs."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(guards, "profile_guard_manager", lambda *arguments: 0.0)
+        yield
+
+
 @pytest.fixture(scope="session")
 def mre_attempt(tmp_path_factory: pytest.TempPathFactory) -> MreRun | MreFailure:
     """The MRE run once, in an empty folder{{ " (so a cache_compile cache is always built afresh)" if cache else "" }}.
@@ -105,15 +114,6 @@ def mre_attempt(tmp_path_factory: pytest.TempPathFactory) -> MreRun | MreFailure
             return MreFailure(error)
     gc.freeze()  # and what the first compile imported, as above
     return MreRun(output, printed.getvalue(), counters["stats"]["unique_graphs"] - graphs_before)
-
-
-@pytest.fixture(scope="session", autouse=True)
-def no_guard_latency_profiling() -> Iterator[None]:
-    """Dynamo times the guards of each new graph once, for its logs alone, and first flushes the
-    CPU cache to do so: about 20 ms a compile, and the suite compiles dozens of graphs."""
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(guards, "profile_guard_manager", lambda *arguments: 0.0)
-        yield
 
 
 @pytest.fixture(scope="session")

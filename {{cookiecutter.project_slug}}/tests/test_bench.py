@@ -281,10 +281,10 @@ def test_torchrun_ranks_print_one_result_and_exit_0(two_ranks):
 
     (two_ranks.py runs `bench --iters 3 --warmup 1 --json` on each rank.)
     """
-    ranks = [two_ranks.results[rank]["bench"] for rank in range(two_ranks.size)]
-    assert [bench["value"] for bench in ranks] == [0] * two_ranks.size
-    (printed,) = "".join(bench["printed"] for bench in ranks).splitlines()
-    assert ranks[0]["printed"] == f"{printed}\n"
+    steps = [two_ranks.results[rank]["bench"] for rank in range(two_ranks.size)]
+    assert [step["value"] for step in steps] == [0] * two_ranks.size
+    (printed,) = "".join(step["printed"] for step in steps).splitlines()
+    assert steps[0]["printed"] == f"{printed}\n"
     result = json.loads(printed)
     assert result["outputs_match"] is True
     assert result["ranks"]["size"] == two_ranks.size

@@ -1,18 +1,15 @@
 """The op-plugin schema: the project's yaml is clean, the op is defined from it, the checker finds faults."""
 
+import re
 import textwrap
 from importlib.resources import files
 
 import pytest
 import torch
-import yaml
 
 from {{ cookiecutter.package_name }}.op_reference import reference
 from {{ cookiecutter.package_name }}.toolkit import op_plugin, opschema
 
-LOADER = getattr(
-    yaml, "CSafeLoader", yaml.SafeLoader
-)  # the C loader reads the 13k lines 10x faster
 HEADER = "all_version: [v2.1, v2.6, v2.7]\ncustom:\n"
 
 
@@ -59,8 +56,10 @@ def test_existing_op_is_left_alone():
 def test_accepts_every_schema_in_atens_native_functions():
     """Every func of ATen's own native_functions.yaml (shipped with torch's torchgen) parses."""
     native_functions = files("torchgen") / "packaged" / "ATen" / "native" / "native_functions.yaml"
-    funcs = [entry["func"] for entry in yaml.load(native_functions.read_text(), Loader=LOADER)]
-    assert len(funcs) > 2000
+    text = native_functions.read_text()
+    # Every entry opens with its func: those 2,500 lines are all a YAML load (0.1 s) would give here.
+    funcs = re.findall(r"^- func: (.+)$", text, flags=re.MULTILINE)
+    assert len(funcs) == len(re.findall(r"^- ", text, flags=re.MULTILINE)) > 2000
     assert [func for func in funcs if isinstance(opschema.parse_schema(func), str)] == []
 
 
