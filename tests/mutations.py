@@ -303,6 +303,21 @@ MUTATIONS = (
     ),
     # The template's own suite: the hooks, the simulated NPU machines, your own models.
     Mutation(
+        "a generated test imports a helper from conftest",
+        f"{PROJECT}/tests/test_cli.py",
+        "import pytest\n\nfrom {{ cookiecutter.package_name }}.__main__",
+        "import pytest\n\nfrom conftest import pytest_collection_modifyitems  # noqa: F401\n"
+        "from {{ cookiecutter.package_name }}.__main__",
+        "tests/test_bake.py -k 'sorting_first and aaa_model-npugraph_ex-none'",
+    ),
+    Mutation(
+        "an npugraph_ex project keeps cache_compile's export rule",
+        f"{TOOLKIT}/export.py",
+        "{%- elif cache %}\n    (\n",
+        "{%- else %}\n    (\n",
+        "tests/test_bake.py -k 'mode_not_chosen and npugraph_ex-none'",
+    ),
+    Mutation(
         "backend probe lets a half-sourced CANN's bare Exception through",
         f"{TOOLKIT}/backend.py",
         "    except Exception as error:  # noqa: BLE001  (a half-sourced CANN raises a bare Exception)",
