@@ -154,7 +154,17 @@ def source_of(name: str) -> Path:
 
 
 def is_module(name: str) -> bool:
+    """Whether `name` is a module (`pkg.layers`), not a name in one (`pkg.model.build_model`).
+
+    Only packages hold modules: a plain module is not imported to find that out, so bundling
+    imports no model (nor torch) and a refusal comes at once.
+    """
+    parent = name.rpartition(".")[0]
     try:
+        if parent:
+            spec = importlib.util.find_spec(parent)
+            if spec is None or spec.submodule_search_locations is None:
+                return False
         return importlib.util.find_spec(name) is not None
     except ModuleNotFoundError:
         return False
