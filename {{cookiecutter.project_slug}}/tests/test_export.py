@@ -76,6 +76,12 @@ def test_undefined_names_are_found():
     assert export.undefined_names(text) == ["Missing", "Other"]
 
 
+def test_file_is_defined_in_every_script():
+    """__file__ is no undefined name: Python defines it in every script, the exported one too."""
+    text = "from pathlib import Path\n\nHERE = Path(__file__).parent\n"
+    assert export.undefined_names(text) == []
+
+
 def test_npu_target_is_the_literal_seed_form(export_text):
     """The npu target moves the model with .npu() and names npugraph_ex literally, whole-graph."""
     text = export_text("npu")

@@ -96,6 +96,8 @@ NPU_LITERALS = (
 )
 # Where the names that NPU_LITERALS write are defined.
 LITERAL_NAMES = {"Backend": f"{TOOLKIT}.backend", "NPUGRAPH_EX_OPTIONS": f"{TOOLKIT}.backend"}
+SCRIPT_NAMES = {"__file__", "__builtins__", "__cached__", "__annotations__"}
+"""What Python defines in every script beside the builtins (which hold __name__, __spec__, ...)."""
 PORTABLE_PRELUDE = """\
 import os
 
@@ -493,7 +495,7 @@ def undefined_names(text: str) -> list[str]:
         for symbol in table.get_symbols()
         if symbol.is_assigned() or symbol.is_imported()
     }
-    return sorted(global_reads(text) - bound - set(dir(builtins)))
+    return sorted(global_reads(text) - bound - set(dir(builtins)) - SCRIPT_NAMES)
 
 
 def verify(text: str, target: str) -> None:
