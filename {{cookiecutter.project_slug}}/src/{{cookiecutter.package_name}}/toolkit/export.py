@@ -106,6 +106,21 @@ os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 """
 
 
+# Data files: a module that finds files through its own location (these names and modules) reads
+# the files beside it, which one exported file cannot carry.
+LOCATING_NAMES = {"__file__", "__spec__", "__path__", "__loader__"}
+LOCATING_MODULES = {"importlib.resources", "importlib_resources", "pkgutil"}
+CODE_SUFFIXES = {".py", ".pyc", ".pyi", ".pyd", ".so"}
+{%- if op_plugin %}
+NOT_DATA = {"py.typed", "op_plugin_functions.yaml"}
+"""Files of the package that are not data the model reads: a marker, and the yaml whose schema
+the bundle holds as a string (inline_calls)."""
+{%- else %}
+NOT_DATA = {"py.typed"}
+"""Files of the package that are not data the model reads: a marker."""
+{%- endif %}
+
+
 class BundleError(Exception):
     """The project cannot be bundled into one file: the message says where and why."""
 
@@ -388,11 +403,64 @@ class Bundler:
         self.enter(ENTRY)
         for definition in entry.definitions:
             self.emit(definition)
+        self.refuse_data_files()
         return render(self.target, self.emitted, self.imports, self.future_annotations)
+
+    def refuse_data_files(self) -> None:
+        """Your modules find files beside them and the package holds some: name each, and refuse.
+
+        The exported file travels alone, to a bug tracker: nothing would be beside it.
+        """
+        yours = [self.modules[name] for name in sorted(self.entered) if not is_toolkit(name)]
+        locating = [use for module in yours if (use := locates_files(module))]
+        folder = source_of(PACKAGE).parent
+        if locating and (found := data_files(folder)):
+            raise BundleError(
+                f"the exported file cannot carry the data files your modules read: "
+                f"{', '.join(found)} (in {folder}, found at {locating[0]}). Build what they "
+                "hold from the seed instead: random weights from the torch.manual_seed(0) the MRE "
+                "runs before build_model() show a graph-mode bug as well, and small values (a "
+                "config) can be written into model.py"
+            )
 
     @property
     def future_annotations(self) -> bool:
         return any(self.modules[d.module].future_annotations for d in self.emitted)
+
+
+def is_toolkit(module: str) -> bool:
+    return module.startswith(f"{TOOLKIT}.")
+
+
+def locates_files(module: Module) -> str:
+    """Where `module` first finds files through its own location: `model.py:5 through __file__`."""
+    uses = []
+    for node in ast.walk(ast.parse(module.path.read_text())):
+        if isinstance(node, ast.Name) and node.id in LOCATING_NAMES:
+            uses.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute) and ast.unparse(node) in LOCATING_MODULES:
+            uses.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            uses.extend((node.lineno, name) for name in names if name in LOCATING_MODULES)
+    if not uses:
+        return ""
+    line, name = min(uses)
+    return f"{module.path.name}:{line} through {name}"
+
+
+def data_files(folder: Path) -> list[str]:
+    """The files in the package `folder` that are data, not code, relative to it."""
+    found = []
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        hidden = any(part.startswith(".") or part == "__pycache__" for part in relative.parts)
+        known = path.suffix in CODE_SUFFIXES or path.name in NOT_DATA
+        if path.is_file() and not hidden and not known:
+            found.append(relative.as_posix())
+    return found
 
 
 def side_effect(definition: Definition) -> bool:
