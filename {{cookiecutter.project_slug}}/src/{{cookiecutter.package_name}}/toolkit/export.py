@@ -707,12 +707,12 @@ def run_mre() -> Run:
     import torch
     import torch.utils._pytree as pytree
 
-    mre = importlib.import_module(ENTRY)
-    torch._dynamo.reset()  # a fresh compile, whatever this process compiled before
     here = Path.cwd()
     with tempfile.TemporaryDirectory(prefix="export-mre-") as folder:
-        os.chdir(folder)
         try:
+            mre = importlib.import_module(ENTRY)  # from here: the path may name where you are
+            torch._dynamo.reset()  # a fresh compile, whatever this process compiled before
+            os.chdir(folder)
             with contextlib.redirect_stdout(io.StringIO()):
                 output = mre.infer_one_step()
         except Exception as error:  # noqa: BLE001  (compared with the file's error)
