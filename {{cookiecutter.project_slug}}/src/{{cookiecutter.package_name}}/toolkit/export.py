@@ -606,7 +606,7 @@ class Run:
     error: str = ""
     """`Type: message` of what it raised, empty if it ran."""
     where: str = ""
-    """Where in the exported file the error arose: `mre_export.py:12`."""
+    """Where in the file the error arose: ` (at mre_export.py:12: output = model(x))`."""
 
 
 # The file, run as `python FILE` runs it (the guard calls infer_one_step(): this calls it itself, to
@@ -694,9 +694,12 @@ def rehearse(text: str, name: str) -> tuple[Run, Run]:
                 return Run(torch.load(result, weights_only=False)), mre
             failure = Path(f"{result}.json")
             if failure.exists():
-                error = json.loads(failure.read_text())
-                where = f" (at {name}:{error['line']})" if error["line"] else ""
-                return Run(error=error["error"], where=where), mre
+                error, lines = json.loads(failure.read_text()), text.splitlines()
+                line = error["line"]
+                # The line itself: nothing is written to look it up in.
+                where = f" (at {name}:{line}: {lines[line - 1].strip()})" if line else ""
+                # Named as you will know it, not by this scratch folder's path.
+                return Run(error=error["error"].replace(str(path), name), where=where), mre
             stderr.seek(0)
             tail = "\n".join(stderr.read().strip().splitlines()[-ERROR_LINES:])
             return Run(error=f"the process exited {process.returncode}: {tail}"), mre
