@@ -150,7 +150,7 @@ def test_npu_target_is_the_literal_seed_form(export_text):
 {%- endif %}
 
 
-def test_export_runs_the_file_before_it_says_wrote(written):
+def test_export_runs_the_file_before_it_says_wrote(mre_run, written):
     """Exit 0 and `wrote` only once the file ran in a fresh process, in an empty folder, with the
     project unimportable, and matched the MRE's output."""
     assert written.code == 0, written.message
@@ -213,7 +213,7 @@ def test_a_file_that_fails_as_the_mre_fails_is_written_with_exit_2(monkeypatch, 
     assert path.exists()
 
 
-def test_a_file_whose_output_differs_is_not_written(monkeypatch, tmp_path):
+def test_a_file_whose_output_differs_is_not_written(mre_run, monkeypatch, tmp_path):
     """A file that runs but computes another output than the MRE's: exit 1, the differing leaf
     first, and no file. (Its run is stood in for: the MRE's output, plus one.)"""
     leaves = []
