@@ -3,19 +3,55 @@
 """export bundles what the MRE runs into one file in the seed's shape, and verifies it."""
 
 import ast
+import contextlib
 import functools
+import io
+import os
 import runpy
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
+from torch import nn
 
+import {{ cookiecutter.package_name }}
+from {{ cookiecutter.package_name }} import mre
 from {{ cookiecutter.package_name }}.toolkit import export
+from {{ cookiecutter.package_name }}.toolkit.backend import npu_status
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same
 
 TARGETS = ["npu", "portable"]
 PACKAGE = "{{ cookiecutter.package_name }}"
+MISSING = "a_module_this_machine_lacks"
+"""A module the written file imports in the tests that make it fail when run."""
+
+
+class Written(NamedTuple):
+    code: int
+    message: str
+    """What export printed (stderr)."""
+    path: Path
+
+
+def run_export(*arguments: str) -> tuple[int, str]:
+    """export.main(arguments) here: its exit status and what it printed."""
+    printed = io.StringIO()
+    with contextlib.redirect_stderr(printed):
+        code = export.main(list(arguments))
+    return code, printed.getvalue()
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> Written:
+    """`export --target portable`, once for this module: it runs the file before it writes it."""
+    path = tmp_path_factory.mktemp("export") / "mre_export.py"
+    return Written(*run_export("-o", str(path), "--target", "portable"), path)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +100,7 @@ def test_imports_nothing_of_the_project(exported):
 
 
 def test_file_compiles_with_every_name_defined(exported):
-    """The written file compiles and reads no undefined name: what export verifies before exit 0."""
+    """The file compiles and reads no undefined name: what export checks before it runs it."""
     target, text, _ = exported
     compile(text, f"export-{target}", "exec")
     assert export.undefined_names(text) == []
@@ -74,6 +110,12 @@ def test_undefined_names_are_found():
     """The verifier finds a name read but never bound, at module level and inside functions."""
     text = "import torch\n\nX = torch.ones(1)\n\n\ndef f(a):\n    return a + Missing + X\n\nprint(Other)\n"
     assert export.undefined_names(text) == ["Missing", "Other"]
+
+
+def test_file_is_defined_in_every_script():
+    """__file__ is no undefined name: Python defines it in every script, the exported one too."""
+    text = "from pathlib import Path\n\nHERE = Path(__file__).parent\n"
+    assert export.undefined_names(text) == []
 
 
 def test_npu_target_is_the_literal_seed_form(export_text):
@@ -108,17 +150,88 @@ def test_npu_target_is_the_literal_seed_form(export_text):
 {%- endif %}
 
 
-def test_portable_export_runs_and_matches_the_mre(mre_run, tmp_path, monkeypatch):
+def test_export_runs_the_file_before_it_says_wrote(mre_run, written):
+    """Exit 0 and `wrote` only once the file ran in a fresh process, in an empty folder, with the
+    project unimportable, and matched the MRE's output."""
+    assert written.code == 0, written.message
+    wrote = f"wrote {written.path} (portable target): the file ran {export.ISOLATED}"
+    assert wrote in written.message
+    assert "matches the MRE's output" in written.message
+    assert written.path.exists()
+
+
+def test_portable_export_runs_and_matches_the_mre(mre_run, written, tmp_path, monkeypatch):
     """The portable file, run on its own in an empty folder, computes what the MRE computed."""
-    path = tmp_path / "mre.py"
-    assert export.main(["-o", str(path), "--target", "portable"]) == 0
+    assert written.code == 0, written.message
     monkeypatch.chdir(tmp_path)
     torch._dynamo.reset()
     # The file's own copies of the project's code, not the project's modules, must do the work.
     monkeypatch.setitem(sys.modules, PACKAGE, None)
-    namespace = runpy.run_path(str(path), run_name="exported")
+    namespace = runpy.run_path(str(written.path), run_name="exported")
     output = namespace["infer_one_step"]()
     assert_same(output, mre_run.output)
+
+
+def test_npu_target_off_an_npu_runs_its_portable_rendering(export_text):
+    """The npu literals need an NPU: off one, export runs the same bundle in its portable form."""
+    text, what, unrun = export.rehearsal("npu", export_text("npu"))
+    if npu_status()[0]:
+        assert (text, unrun) == (export_text("npu"), "")
+    else:
+        assert (text, what) == (export_text("portable"), "its portable rendering")
+        assert "need an NPU" in unrun
+
+
+def test_a_file_that_fails_when_run_is_not_written(monkeypatch, tmp_path):
+    """A file that fails when run: exit 1, its error on the first line, and no file."""
+    prelude = f"{export.PORTABLE_PRELUDE}import {MISSING}\n"
+    monkeypatch.setattr(export, "PORTABLE_PRELUDE", prelude)
+    path = tmp_path / "mre.py"
+    code, message = run_export("-o", str(path), "--target", "portable")
+    assert code == 1
+    first = message.splitlines()[0]
+    assert first.startswith(f"export: ModuleNotFoundError: No module named '{MISSING}'"), message
+    assert f"the file fails when run {export.ISOLATED}" in message
+    assert not path.exists()
+
+
+def test_a_file_that_fails_as_the_mre_fails_is_written_with_exit_2(monkeypatch, tmp_path):
+    """A file that fails with the very error the MRE raises here reproduces it, as a bug report
+    should: written, exit 2 (never 0), the error named."""
+    prelude = f"{export.PORTABLE_PRELUDE}import {MISSING}\n"
+    monkeypatch.setattr(export, "PORTABLE_PRELUDE", prelude)
+
+    def infer_one_step():
+        raise ModuleNotFoundError(f"No module named '{MISSING}'")
+
+    monkeypatch.setattr(mre, "infer_one_step", infer_one_step)
+    path = tmp_path / "mre.py"
+    code, message = run_export("-o", str(path), "--target", "portable")
+    assert code == 2
+    assert "and so does the MRE run here in an empty folder, with the same error" in message
+    assert f"ModuleNotFoundError: No module named '{MISSING}'" in message
+    assert path.exists()
+
+
+def test_a_file_whose_output_differs_is_not_written(mre_run, monkeypatch, tmp_path):
+    """A file that runs but computes another output than the MRE's: exit 1, the differing leaf
+    first, and no file. (Its run is stood in for: the MRE's output, plus one.)"""
+    leaves = []
+
+    def rehearse(text, name):
+        reference = export.run_mre()
+        leaves.extend(reference.output)
+        plus_one = pytree.tree_map_only(torch.Tensor, lambda t: t + 1, reference.output)
+        return export.Run(plus_one), reference
+
+    monkeypatch.setattr(export, "rehearse", rehearse)
+    path = tmp_path / "mre.py"
+    code, message = run_export("-o", str(path), "--target", "portable")
+    assert code == 1
+    first = message.splitlines()[0]
+    assert any(first.startswith(f"export: {leaf}: ") for leaf in leaves), message
+    assert "differs from the MRE's output" in message
+    assert not path.exists()
 
 
 {%- if tp %}
@@ -151,6 +264,93 @@ def test_what_cannot_be_bundled_exits_1_with_the_reason(monkeypatch, tmp_path, c
     path = tmp_path / "mre.py"
     assert export.main(["-o", str(path)]) == 1
     assert "`to_device` is defined in both" in capsys.readouterr().err
+    assert not path.exists()
+
+
+# model.py of a copy of this project that reads weights.pt beside it: each way a model finds it.
+READS_DATA = {
+    "Path(__file__).parent": """\
+from pathlib import Path
+
+import torch
+from torch import nn
+
+WEIGHTS = Path(__file__).parent / "weights.pt"
+
+
+def build_model() -> nn.Module:
+    model = nn.Linear(4, 4)
+    model.load_state_dict(torch.load(WEIGHTS))
+    return model
+""",
+    "importlib.resources": """\
+from importlib.resources import files
+
+import torch
+from torch import nn
+
+WEIGHTS = files(__package__) / "weights.pt"
+
+
+def build_model() -> nn.Module:
+    model = nn.Linear(4, 4)
+    with WEIGHTS.open("rb") as file:
+        model.load_state_dict(torch.load(file))
+    return model
+""",
+}
+MODEL_REST = """
+
+def example_inputs() -> tuple[torch.Tensor, ...]:
+    return (torch.randn(2, 4),)
+{%- if tp %}
+
+
+def parallel_plan(world_size: int) -> dict:
+    return {}
+{%- endif %}
+"""
+
+
+@pytest.fixture(scope="module")
+def data_file_exports(tmp_path_factory) -> dict[str, Written]:
+    """`export` in copies of this project whose model.py reads weights.pt beside it, one copy per
+    way of finding it (READS_DATA), side by side, each in a process of its own."""
+    source = Path({{ cookiecutter.package_name }}.__file__).parent
+    launched = {}
+    for how, model in READS_DATA.items():
+        root = tmp_path_factory.mktemp("reads-data")
+        package = root / "src" / PACKAGE
+        shutil.copytree(source, package, ignore=shutil.ignore_patterns("__pycache__"))
+        (package / "model.py").write_text(model + MODEL_REST)
+        torch.save(nn.Linear(4, 4).state_dict(), package / "weights.pt")
+        path = root / "mre_export.py"
+        paths = [str(root / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+        process = subprocess.Popen(
+            [sys.executable, "-m", PACKAGE, "export", "-o", str(path)],
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        launched[how] = (process, path)
+    written = {}
+    for how, (process, path) in launched.items():
+        _, message = process.communicate()
+        written[how] = Written(process.returncode, message, path)
+    return written
+
+
+@pytest.mark.parametrize("how", READS_DATA)
+def test_a_data_file_the_model_reads_is_named_and_refused(data_file_exports, how):
+    """A model.py that reads weights.pt beside it, through Path(__file__).parent or
+    importlib.resources: refused, exit 1, the file named first with the fix, and no file."""
+    code, message, path = data_file_exports[how]
+    assert code == 1, message
+    first = message.splitlines()[0]
+    assert "cannot carry the data files your modules read: weights.pt" in first
+    assert "found at model.py:" in first
+    assert "from the seed" in first
     assert not path.exists()
 
 

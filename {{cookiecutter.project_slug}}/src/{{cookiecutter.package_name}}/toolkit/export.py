@@ -12,9 +12,16 @@ def infer_one_step() with its fixed names, then the __main__ guard.
 
 `--target npu` (default) writes the literal npugraph_ex form (.npu(), {{ "torch.npu.npugraph_ex.inference.cache_compile" if cache else 'backend="npugraph_ex"' }})
 for a machine with torch_npu and CANN; `portable` keeps the fallback to the aot_eager stand-in,
-so the same file also runs on a CPU. Before it exits 0 the tool checks the written file: it
-compiles, and it uses no undefined name. Whatever it cannot bundle is an error (exit 1) that says
-why; it never writes a file that fails those checks.
+so the same file also runs on a CPU.
+
+Before it writes the file, the tool runs it: in a fresh process, in an empty folder, with this
+project unimportable, while the project's MRE runs here; the outputs must match within each
+dtype's tolerance (contract.tolerances). Off an NPU the npu target's literals cannot run, so its
+portable rendering (the same bundle, the stand-in backend) runs in its place, and the message says
+so. Exit 0: written, ran and matched. Exit 1, and nothing written: it cannot be bundled (a name
+defined twice, a data file beside your modules: one file cannot carry it), or the file fails or
+differs when run; the message starts with the root cause. Exit 2, written: the file fails exactly
+as the MRE fails here, which is the failure a bug report shows.
 """
 
 from __future__ import annotations
@@ -22,19 +29,24 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
+import contextlib
+import importlib
 import importlib.metadata
 import importlib.util
-{%- if op_plugin %}
+import io
 import json
-{%- endif %}
+import os
 import platform
 {%- if op_plugin %}
 import re
 {%- endif %}
+import subprocess
 import symtable
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 PACKAGE = __package__.rpartition(".")[0]
 TOOLKIT = __package__
@@ -96,12 +108,29 @@ NPU_LITERALS = (
 )
 # Where the names that NPU_LITERALS write are defined.
 LITERAL_NAMES = {"Backend": f"{TOOLKIT}.backend", "NPUGRAPH_EX_OPTIONS": f"{TOOLKIT}.backend"}
+SCRIPT_NAMES = {"__file__", "__builtins__", "__cached__", "__annotations__"}
+"""What Python defines in every script beside the builtins (which hold __name__, __spec__, ...)."""
 PORTABLE_PRELUDE = """\
 import os
 
 # torch would import an installed torch_npu itself and die without CANN; the probe below does it.
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 """
+
+
+# Data files: a module that finds files through its own location (these names and modules) reads
+# the files beside it, which one exported file cannot carry.
+LOCATING_NAMES = {"__file__", "__spec__", "__path__", "__loader__"}
+LOCATING_MODULES = {"importlib.resources", "importlib_resources", "pkgutil"}
+CODE_SUFFIXES = {".py", ".pyc", ".pyi", ".pyd", ".so"}
+{%- if op_plugin %}
+NOT_DATA = {"py.typed", "op_plugin_functions.yaml"}
+"""Files of the package that are not data the model reads: a marker, and the yaml whose schema
+the bundle holds as a string (inline_calls)."""
+{%- else %}
+NOT_DATA = {"py.typed"}
+"""Files of the package that are not data the model reads: a marker."""
+{%- endif %}
 
 
 class BundleError(Exception):
@@ -154,7 +183,17 @@ def source_of(name: str) -> Path:
 
 
 def is_module(name: str) -> bool:
+    """Whether `name` is a module (`pkg.layers`), not a name in one (`pkg.model.build_model`).
+
+    Only packages hold modules: a plain module is not imported to find that out, so bundling
+    imports no model (nor torch) and a refusal comes at once.
+    """
+    parent = name.rpartition(".")[0]
     try:
+        if parent:
+            spec = importlib.util.find_spec(parent)
+            if spec is None or spec.submodule_search_locations is None:
+                return False
         return importlib.util.find_spec(name) is not None
     except ModuleNotFoundError:
         return False
@@ -376,11 +415,64 @@ class Bundler:
         self.enter(ENTRY)
         for definition in entry.definitions:
             self.emit(definition)
+        self.refuse_data_files()
         return render(self.target, self.emitted, self.imports, self.future_annotations)
+
+    def refuse_data_files(self) -> None:
+        """Your modules find files beside them and the package holds some: name each, and refuse.
+
+        The exported file travels alone, to a bug tracker: nothing would be beside it.
+        """
+        yours = [self.modules[name] for name in sorted(self.entered) if not is_toolkit(name)]
+        locating = [use for module in yours if (use := locates_files(module))]
+        folder = source_of(PACKAGE).parent
+        if locating and (found := data_files(folder)):
+            raise BundleError(
+                f"the exported file cannot carry the data files your modules read: "
+                f"{', '.join(found)} (in {folder}, found at {locating[0]}). Build what they "
+                "hold from the seed instead: random weights from the torch.manual_seed(0) the MRE "
+                "runs before build_model() show a graph-mode bug as well, and small values (a "
+                "config) can be written into model.py"
+            )
 
     @property
     def future_annotations(self) -> bool:
         return any(self.modules[d.module].future_annotations for d in self.emitted)
+
+
+def is_toolkit(module: str) -> bool:
+    return module.startswith(f"{TOOLKIT}.")
+
+
+def locates_files(module: Module) -> str:
+    """Where `module` first finds files through its own location: `model.py:5 through __file__`."""
+    uses = []
+    for node in ast.walk(ast.parse(module.path.read_text())):
+        if isinstance(node, ast.Name) and node.id in LOCATING_NAMES:
+            uses.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute) and ast.unparse(node) in LOCATING_MODULES:
+            uses.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            uses.extend((node.lineno, name) for name in names if name in LOCATING_MODULES)
+    if not uses:
+        return ""
+    line, name = min(uses)
+    return f"{module.path.name}:{line} through {name}"
+
+
+def data_files(folder: Path) -> list[str]:
+    """The files in the package `folder` that are data, not code, relative to it."""
+    found = []
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        hidden = any(part.startswith(".") or part == "__pycache__" for part in relative.parts)
+        known = path.suffix in CODE_SUFFIXES or path.name in NOT_DATA
+        if path.is_file() and not hidden and not known:
+            found.append(relative.as_posix())
+    return found
 
 
 def side_effect(definition: Definition) -> bool:
@@ -483,7 +575,7 @@ def undefined_names(text: str) -> list[str]:
         for symbol in table.get_symbols()
         if symbol.is_assigned() or symbol.is_imported()
     }
-    return sorted(global_reads(text) - bound - set(dir(builtins)))
+    return sorted(global_reads(text) - bound - set(dir(builtins)) - SCRIPT_NAMES)
 
 
 def verify(text: str, target: str) -> None:
@@ -500,10 +592,175 @@ def verify(text: str, target: str) -> None:
 
 
 def export(target: str) -> str:
-    """The whole MRE file for `target` ("npu" or "portable"), verified."""
+    """The whole MRE file for `target` ("npu" or "portable"), checked without running it."""
     text = Bundler(target).bundle()
     verify(text, target)
     return text
+
+
+@dataclass
+class Run:
+    """One run of the MRE: its output as {leaf path: value}, or the error it raised."""
+
+    output: dict[str, Any] | None = None
+    error: str = ""
+    """`Type: message` of what it raised, empty if it ran."""
+    where: str = ""
+    """Where in the file the error arose: ` (at mre_export.py:12: output = model(x))`."""
+
+
+# The file, run as `python FILE` runs it (the guard calls infer_one_step(): this calls it itself, to
+# keep its output), with this project unimportable. The output is saved leaf by leaf, on the CPU.
+RUNNER = """\
+import json, re, runpy, sys, traceback
+
+path, result, package = sys.argv[1:]
+sys.argv = [path]
+sys.modules[package] = None  # the file must not need this project: importing it raises
+try:
+    output = runpy.run_path(path, run_name="__export__")["infer_one_step"]()
+except BaseException as error:
+    # Dynamo names the traced line of the file in its message, a traceback the calling line.
+    pattern = 'File "' + re.escape(path) + '", line ([0-9]+)'
+    traced = [int(line) for line in re.findall(pattern, str(error))] or [
+        frame.lineno
+        for frame in traceback.extract_tb(error.__traceback__)
+        if frame.filename == path
+    ]
+    failure = {"error": f"{type(error).__name__}: {error}", "line": (traced or [None])[-1]}
+    with open(result + ".json", "w") as file:
+        json.dump(failure, file)
+    sys.exit(1)
+import torch
+import torch.utils._pytree as pytree
+
+leaves = pytree.tree_leaves_with_path(output)
+flat = {pytree.keystr(key) or "output": value for key, value in leaves}
+torch.save(pytree.tree_map_only(torch.Tensor, torch.Tensor.cpu, flat), result)
+"""
+ISOLATED = "in a fresh process, in an empty folder, with this project unimportable"
+"""How export runs the file it is about to write."""
+ERROR_LINES = 8
+"""Lines of an error message shown: the first, `Type: message`, is the root cause."""
+
+
+def short(error: str) -> str:
+    lines = [line for line in error.splitlines() if line.strip()][:ERROR_LINES]
+    return "\n    ".join(lines)
+
+
+def first_line(error: str) -> str:
+    return next((line for line in error.splitlines() if line.strip()), error)
+
+
+def rehearsal(target: str, text: str) -> tuple[str, str, str]:
+    """What runs here to prove the file for `target`: its text, what it is, and what is not run.
+
+    The npu target's literals (.npu(), npugraph_ex) need an NPU. Off one, its portable rendering,
+    the same bundle with the stand-in backend, runs in its place.
+    """
+    if target == "npu":
+        from .backend import npu_status
+
+        npu_ok, why = npu_status()
+        if not npu_ok:
+            unrun = f"the npu literals (.npu(), npugraph_ex) were not run: they need an NPU ({why})"
+            return export("portable"), "its portable rendering", unrun
+    return text, "the file", ""
+
+
+def rehearse(text: str, name: str) -> tuple[Run, Run]:
+    """Run `text` as the file `name` in a fresh process, in an empty folder, with this project
+    unimportable, and meanwhile the project's MRE here: (the file's run, the MRE's run)."""
+    with tempfile.TemporaryDirectory(prefix="export-") as scratch:
+        folder = Path(scratch, "empty")
+        folder.mkdir()
+        path, result = folder / name, Path(scratch, "output.pt")
+        path.write_text(text)
+        with Path(scratch, "stderr").open("w+") as stderr:
+            command = [sys.executable, "-c", RUNNER, str(path), str(result), PACKAGE]
+            output = subprocess.DEVNULL  # the report it prints
+            process = subprocess.Popen(command, cwd=folder, stdout=output, stderr=stderr)
+            try:
+                mre = run_mre()
+            except BaseException:
+                process.kill()
+                raise
+            finally:
+                process.wait()
+            if result.exists():
+                import torch
+
+                return Run(torch.load(result, weights_only=False)), mre
+            failure = Path(f"{result}.json")
+            if failure.exists():
+                error, lines = json.loads(failure.read_text()), text.splitlines()
+                line = error["line"]
+                # The line itself: nothing is written to look it up in.
+                where = f" (at {name}:{line}: {lines[line - 1].strip()})" if line else ""
+                # Named as you will know it, not by this scratch folder's path.
+                return Run(error=error["error"].replace(str(path), name), where=where), mre
+            stderr.seek(0)
+            tail = "\n".join(stderr.read().strip().splitlines()[-ERROR_LINES:])
+            return Run(error=f"the process exited {process.returncode}: {tail}"), mre
+
+
+def run_mre() -> Run:
+    """The project's MRE, run here from an empty folder: its output leaf by leaf, or its error."""
+    import torch
+    import torch.utils._pytree as pytree
+
+    here = Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="export-mre-") as folder:
+        try:
+            mre = importlib.import_module(ENTRY)  # from here: the path may name where you are
+            torch._dynamo.reset()  # a fresh compile, whatever this process compiled before
+            os.chdir(folder)
+            with contextlib.redirect_stdout(io.StringIO()):
+                output = mre.infer_one_step()
+        except Exception as error:  # noqa: BLE001  (compared with the file's error)
+            return Run(error=f"{type(error).__name__}: {error}")
+        finally:
+            os.chdir(here)
+    leaves = pytree.tree_leaves_with_path(output)
+    flat = {pytree.keystr(key) or "output": value for key, value in leaves}
+    return Run(pytree.tree_map_only(torch.Tensor, torch.Tensor.cpu, flat))
+
+
+def judge(file: Run, mre: Run, what: str) -> tuple[int, str]:
+    """The exit status for `what`'s run against the MRE's, and why, the root cause first: 0 it
+    matches; 1 it fails or differs (not written); 2 it fails as the MRE fails here."""
+    from .contract import leaf_mismatch
+
+    if file.error and first_line(file.error) == first_line(mre.error):
+        same = "and so does the MRE run here in an empty folder, with the same error"
+        return 2, f"{what} fails when run {ISOLATED}, {same}:\n    {short(file.error)}"
+    if file.error:
+        return 1, f"{short(file.error)}{file.where}\n  {what} fails when run {ISOLATED}"
+    if mre.error:
+        return 1, f"{short(mre.error)}\n  the MRE fails here, while {what} runs {ISOLATED}"
+    if list(file.output) != list(mre.output):
+        leaves = f"leaves {', '.join(file.output)} where the MRE has {', '.join(mre.output)}"
+        differ = [f"the output's structure differs: {leaves}"]
+    else:  # leaf by leaf, each within its dtype's tolerance (contract.tolerances)
+        found = [
+            leaf_mismatch(path, file.output[path], mre.output[path], {}) for path in mre.output
+        ]
+        differ = [str(mismatch) for mismatch in found if mismatch]
+    if differ:
+        why = short("\n".join(differ))
+        return 1, f"{why}\n  {what}, run {ISOLATED}, differs from the MRE's output"
+    return 0, f"{what} ran {ISOLATED}, and matches the MRE's output"
+
+
+def write(path: Path, text: str) -> None:
+    """Write `text` at `path` whole or not at all: a failed write leaves nothing half-made."""
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(text)
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -511,14 +768,22 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("-o", "--output", type=Path, default=Path("mre_export.py"))
     parser.add_argument("--target", choices=["npu", "portable"], default="npu")
     arguments = parser.parse_args(argv)
+    output, target = arguments.output, arguments.target
     try:
-        text = export(arguments.target)
+        text = export(target)
+        runnable, what, unrun = rehearsal(target, text)
     except BundleError as error:
         print(f"export: cannot bundle the MRE: {error}", file=sys.stderr)
         return 1
-    arguments.output.write_text(text)
-    print(f"wrote {arguments.output} ({arguments.target} target)", file=sys.stderr)
-    return 0
+    code, verdict = judge(*rehearse(runnable, output.name), what)
+    if code == 1:
+        print(f"export: {verdict}; nothing written to {output}", file=sys.stderr)
+        return 1
+    write(output, text)
+    print(f"wrote {output} ({target} target): {verdict}", file=sys.stderr)
+    if unrun:
+        print(f"  {unrun}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":
