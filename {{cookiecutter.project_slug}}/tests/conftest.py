@@ -15,21 +15,17 @@ gc.disable()
 
 # Before torch: the package switches off torch's device-backend autoload (see its __init__.py),
 # which would otherwise make `import torch` fail where torch_npu is installed but CANN is not.
-import {{ cookiecutter.package_name }}{{ "" if tp else "  # noqa: F401" }}
+import {{ cookiecutter.package_name }}
 
 # isort: split
 import contextlib
 import io
-{%- if tp %}
 import os
 import signal
 import subprocess
-{%- endif %}
 import sys
 from collections.abc import Iterator
-{%- if tp %}
 from pathlib import Path
-{%- endif %}
 from typing import Any, NamedTuple
 
 import pytest
@@ -153,6 +149,79 @@ def forget_torch_npu(monkeypatch: pytest.MonkeyPatch) -> None:
     # setitem remembers that there was no entry; undoing it removes the stand-in the test loaded.
     monkeypatch.setitem(sys.modules, "torch_npu", None)
     del sys.modules["torch_npu"]
+
+
+SOURCE = str(Path({{ cookiecutter.package_name }}.__file__).parents[1])
+"""The folder this project's package is imported from: processes started here import the same code."""
+EXPORT_TIMEOUT = 600
+"""Seconds before an export that hangs fails its tests (it takes about 10 s on a CPU)."""
+
+
+class Launch(NamedTuple):
+    process: subprocess.Popen[bytes]
+    folder: Path
+    """Where it runs and writes; its stdout and stderr go there too."""
+
+
+class Written(NamedTuple):
+    code: int
+    message: str
+    """What export printed (stderr)."""
+    path: Path
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """End a background process and the processes it started (a session of their own)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def launch(command: list[str], folder: Path, **environment: str) -> subprocess.Popen[bytes]:
+    """`command` started in the background in `folder`, importing this project's code."""
+    environment = {**os.environ, "PYTHONPATH": SOURCE, **environment}
+    with (folder / "stdout").open("wb") as stdout, (folder / "stderr").open("wb") as stderr:
+        return subprocess.Popen(
+            command,
+            cwd=folder,
+            env=environment,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,  # stop() ends it and what it started together
+        )
+
+
+@pytest.fixture(scope="session")
+def export_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
+    """`python -m {{ cookiecutter.package_name }} export --target portable`, started in the background: export
+    runs the file it writes in a process of its own, and the other tests run meanwhile."""
+    folder = tmp_path_factory.mktemp("export")
+    path = folder / "mre_export.py"
+    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "export", "-o", str(path)]
+    process = launch([*command, "--target", "portable"], folder)
+    yield Launch(process, folder)
+    if process.poll() is None:  # no test waited for it (a selection), or one gave up on it
+        stop(process)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def export_start_early(request: pytest.FixtureRequest) -> None:
+    """Start the export before the first test, if a selected test needs it."""
+    if any("written" in item.fixturenames for item in request.session.items):
+        request.getfixturevalue("export_launch")
+
+
+@pytest.fixture(scope="session")
+def written(export_launch: Launch) -> Written:
+    """`export --target portable`, once it has ended: it runs the file before it writes it."""
+    process, folder = export_launch
+    try:
+        process.wait(timeout=EXPORT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        stop(process)
+        pytest.fail(f"export did not end within {EXPORT_TIMEOUT} s", pytrace=False)
+    message = (folder / "stderr").read_text(errors="replace")
+    return Written(process.returncode, message, folder / "mre_export.py")
 {%- if tp %}
 
 
@@ -161,14 +230,6 @@ RANKS = 2
 RANKS_TIMEOUT = 600
 """Seconds before a torchrun that hangs fails its tests (two CPU ranks take about 15 s)."""
 WORKER = Path(__file__).with_name("two_ranks.py")
-SOURCE = str(Path({{ cookiecutter.package_name }}.__file__).parents[1])
-"""The folder this project's package is imported from: the ranks import the same code."""
-
-
-class Launch(NamedTuple):
-    process: subprocess.Popen[bytes]
-    folder: Path
-    """Where the ranks run and save their results; torchrun's stdout and stderr go there too."""
 
 
 class TwoRanks(NamedTuple):
@@ -186,13 +247,6 @@ def needs_ranks() -> str | None:
     return None
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """End torchrun and its ranks (a session of their own)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
 @pytest.fixture(scope="session")
 def two_ranks_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch | str]:
     """two_ranks.py on RANKS ranks under torchrun, started in the background (the other tests run
@@ -207,16 +261,7 @@ def two_ranks_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launc
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     command += [f"--nproc-per-node={RANKS}", str(WORKER), str(folder), str(portable)]
     # One thread per rank: the ranks share this machine's cores, with this process too.
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": SOURCE}
-    with (folder / "stdout").open("wb") as stdout, (folder / "stderr").open("wb") as stderr:
-        process = subprocess.Popen(
-            command,
-            cwd=folder,
-            env=environment,
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,  # stop() ends torchrun and its ranks together
-        )
+    process = launch(command, folder, OMP_NUM_THREADS="1")
     yield Launch(process, folder)
     if process.poll() is None:  # no test waited for it (a selection), or one gave up on it
         stop(process)

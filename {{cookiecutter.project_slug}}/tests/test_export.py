@@ -13,7 +13,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 import torch
@@ -32,26 +31,12 @@ MISSING = "a_module_this_machine_lacks"
 """A module the written file imports in the tests that make it fail when run."""
 
 
-class Written(NamedTuple):
-    code: int
-    message: str
-    """What export printed (stderr)."""
-    path: Path
-
-
 def run_export(*arguments: str) -> tuple[int, str]:
     """export.main(arguments) here: its exit status and what it printed."""
     printed = io.StringIO()
     with contextlib.redirect_stderr(printed):
         code = export.main(list(arguments))
     return code, printed.getvalue()
-
-
-@pytest.fixture(scope="module")
-def written(tmp_path_factory) -> Written:
-    """`export --target portable`, once for this module: it runs the file before it writes it."""
-    path = tmp_path_factory.mktemp("export") / "mre_export.py"
-    return Written(*run_export("-o", str(path), "--target", "portable"), path)
 
 
 @pytest.fixture(scope="module")
@@ -313,7 +298,7 @@ def parallel_plan(world_size: int) -> dict:
 
 
 @pytest.fixture(scope="module")
-def data_file_exports(tmp_path_factory) -> dict[str, Written]:
+def data_file_exports(tmp_path_factory) -> dict[str, tuple[int, str, Path]]:
     """`export` in copies of this project whose model.py reads weights.pt beside it, one copy per
     way of finding it (READS_DATA), side by side, each in a process of its own."""
     source = Path({{ cookiecutter.package_name }}.__file__).parent
@@ -336,8 +321,8 @@ def data_file_exports(tmp_path_factory) -> dict[str, Written]:
         launched[how] = (process, path)
     written = {}
     for how, (process, path) in launched.items():
-        _, message = process.communicate()
-        written[how] = Written(process.returncode, message, path)
+        _, message = process.communicate(timeout=600)  # refused before anything runs: seconds
+        written[how] = (process.returncode, message, path)
     return written
 
 
