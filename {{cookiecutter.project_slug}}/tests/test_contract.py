@@ -18,8 +18,8 @@ from {{ cookiecutter.package_name }}.toolkit.contract import (
 
 
 def split_sum(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """A matrix product whole, and summed from two parts of its inner dimension, as an all-reduce
-    of two ranks sums a row-parallel layer: (whole, halves). Outputs of size ~1, as activations."""
+    """A matrix product whole, and summed from two parts of its inner dimension, as a retiled
+    kernel sums it: (whole, halves). Outputs of size ~1, as activations."""
     torch.manual_seed(0)
     x = torch.randn(16, 1024).to(dtype)
     w = (torch.randn(1024, 16) / 32).to(dtype)

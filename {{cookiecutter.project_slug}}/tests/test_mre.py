@@ -10,12 +10,13 @@ import torch
 
 from {{ cookiecutter.package_name }} import mre
 from {{ cookiecutter.package_name }}.model import example_inputs
+from {{ cookiecutter.package_name }}.toolkit import report
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same, describe_tree, to_device
 {%- if tp %}
 from {{ cookiecutter.package_name }}.toolkit.parallel import tensor_parallel
 {%- endif %}
-from {{ cookiecutter.package_name }}.toolkit.report import FirstCall, NoGraphError, first_call, print_report
+from {{ cookiecutter.package_name }}.toolkit.report import NoGraphError, first_call
 
 FIXED_NAMES = {"config", "compiled_model", "dummy_input", "output"}
 
@@ -39,16 +40,16 @@ def test_mre_output_equals_eager(mre_run, eager_output):
 def test_mre_report_names_backend_reason_inputs_and_output(mre_run):
     """The report says which backend ran and why, what went in and came out, and what it compiled."""
     backend = select_backend()
-    report = mre_run.report
-    assert f"backend     {backend.name} ({backend.reason})" in report
+    printed = mre_run.report
+    assert f"backend     {backend.name} ({backend.reason})" in printed
     inputs = to_device(example_inputs(), backend.device)
-    assert f"input       {describe_tree(inputs)}" in report
-    assert f"output      {describe_tree(mre_run.output)}" in report
-    assert f"{mre_run.graphs} graph" in report
+    assert f"input       {describe_tree(inputs)}" in printed
+    assert f"output      {describe_tree(mre_run.output)}" in printed
+    assert f"{mre_run.graphs} graph" in printed
 {%- if tp %}
     # Plain python runs one rank.
     group_backend = "hccl" if backend.device == "npu" else "gloo"
-    assert f"\nranks       1 ({group_backend}), slowest first call " in report
+    assert f"\nranks       1 ({group_backend}), slowest first call " in printed
 {%- endif %}
 
 
@@ -56,11 +57,12 @@ def test_the_report_names_each_non_tensor_input(capsys):
     """A float input gets a `constant` row: its path and value, baked into the graph, and the fix."""
     backend = select_backend()
     dummy_input = (torch.ones(3), 0.5)
+    call = report.FirstCall(0.1, 1)
 {%- if tp %}
     with tensor_parallel(backend.device) as ranks:
-        print_report(backend, None, dummy_input, torch.ones(3), FirstCall(0.1, 1), ranks)
+        report.print_report(backend, None, dummy_input, torch.ones(3), call, ranks)
 {%- else %}
-    print_report(backend, None, dummy_input, torch.ones(3), FirstCall(0.1, 1))
+    report.print_report(backend, None, dummy_input, torch.ones(3), call)
 {%- endif %}
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("constant")]
     assert row.startswith("constant    [1]: float 0.5 is baked into the graph as a constant")

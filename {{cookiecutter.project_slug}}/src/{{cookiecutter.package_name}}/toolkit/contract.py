@@ -116,7 +116,7 @@ Tolerance = dict[str, float]
 """{"rtol": ..., "atol": ...}: as torch.testing.assert_close takes them."""
 
 # How far graph mode may be from eager, by dtype. A graph computes the same sums in another order
-# (a fused or retiled kernel), and so does tensor parallelism (an all-reduce of partial sums): each
+# (a fused or retiled kernel){{ ", and so does tensor parallelism (an all-reduce of partial sums)" if cookiecutter.parallel == "tensor_parallel" else "" }}: each
 # order rounds differently, so a correct result is off by rounding, the more so the fewer its bits.
 # A leaf passes where |graph - eager| <= atol + rtol * |eager|. model.py's TOLERANCES overrides any.
 DEFAULT_TOLERANCES: dict[torch.dtype, Tolerance] = {
