@@ -70,11 +70,11 @@ class MreFailure(NamedTuple):
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Skip tests marked `npu` unless an NPU can run npugraph_ex here, and say why not."""
-{%- if tp %}
-    # The tests that read the two-rank run go last: it runs in the background until they need it.
-    items.sort(key=lambda item: "two_ranks" in item.fixturenames)
-{%- endif %}
+    """Tests that wait for a background run last; skip tests marked `npu` unless an NPU can run
+    npugraph_ex here, and say why not."""
+    # The tests that read a background run go last: it runs meanwhile, until they need it.
+    background = {"written"{{ ', "two_ranks"' if tp else "" }}}
+    items.sort(key=lambda item: bool(background & set(item.fixturenames)))
     npu_ok, why = npu_status()
     if npu_ok:
         return
