@@ -73,8 +73,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that wait for a background run last; skip tests marked `npu` unless an NPU can run
     npugraph_ex here, and say why not."""
     # The tests that read a background run go last: it runs meanwhile, until they need it.
-    background = {"written"{{ ', "two_ranks"' if tp else "" }}}
-    items.sort(key=lambda item: bool(background & set(item.fixturenames)))
+    items.sort(key=lambda item: bool(BACKGROUND.keys() & set(item.fixturenames)))
     npu_ok, why = npu_status()
     if npu_ok:
         return
@@ -204,24 +203,28 @@ def export_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
         stop(process)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def export_start_early(request: pytest.FixtureRequest) -> None:
-    """Start the export before the first test, if a selected test needs it."""
-    if any("written" in item.fixturenames for item in request.session.items):
-        request.getfixturevalue("export_launch")
+def finished(run: Launch, timeout: float, what: str) -> int:
+    """A background run's exit status once it has ended; one that hangs is stopped and fails."""
+    try:
+        return run.process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop(run.process)
+        pytest.fail(f"{what} did not end within {timeout} s:\n{tail(run.folder)}", pytrace=False)
+
+
+def tail(folder: Path) -> str:
+    """What a background run printed last: its error (for torchrun, the failing rank's and the
+    summary)."""
+    stderr = (folder / "stderr").read_text(errors="replace")
+    return "\n".join(stderr.strip().splitlines()[-30:])
 
 
 @pytest.fixture(scope="session")
 def written(export_launch: Launch) -> Written:
     """`export --target portable`, once it has ended: it runs the file before it writes it."""
-    process, folder = export_launch
-    try:
-        process.wait(timeout=EXPORT_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        stop(process)
-        pytest.fail(f"export did not end within {EXPORT_TIMEOUT} s", pytrace=False)
-    message = (folder / "stderr").read_text(errors="replace")
-    return Written(process.returncode, message, folder / "mre_export.py")
+    code = finished(export_launch, EXPORT_TIMEOUT, "export")
+    message = (export_launch.folder / "stderr").read_text(errors="replace")
+    return Written(code, message, export_launch.folder / "mre_export.py")
 {%- if tp %}
 
 
@@ -267,38 +270,18 @@ def two_ranks_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launc
         stop(process)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def two_ranks_start_early(request: pytest.FixtureRequest) -> None:
-    """Start the two-rank run before the first test, if a selected test needs it."""
-    if any("two_ranks" in item.fixturenames for item in request.session.items):
-        request.getfixturevalue("two_ranks_launch")
-
-
 @pytest.fixture(scope="session")
 def two_ranks(two_ranks_launch: Launch | str) -> TwoRanks:
     """The two-rank run, once it has ended; it fails with the failing rank's error."""
     if isinstance(two_ranks_launch, str):
         pytest.skip(two_ranks_launch)
-    process, folder = two_ranks_launch
-    try:
-        process.wait(timeout=RANKS_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        stop(process)
-        failure = f"torchrun did not end within {RANKS_TIMEOUT} s:\n{tail(folder)}"
-        pytest.fail(failure, pytrace=False)
-    if process.returncode:
-        pytest.fail(f"torchrun exited {process.returncode}:\n{tail(folder)}", pytrace=False)
-    saved = {rank: folder / f"rank{rank}.pt" for rank in range(RANKS)}
+    if code := finished(two_ranks_launch, RANKS_TIMEOUT, "torchrun"):
+        pytest.fail(f"torchrun exited {code}:\n{tail(two_ranks_launch.folder)}", pytrace=False)
+    saved = {rank: two_ranks_launch.folder / f"rank{rank}.pt" for rank in range(RANKS)}
     results = {
         rank: torch.load(path, weights_only=False) for rank, path in saved.items() if path.exists()
     }
     return TwoRanks(RANKS, results)
-
-
-def tail(folder: Path) -> str:
-    """What a failed torchrun printed last: the failing rank's error and torchrun's summary."""
-    stderr = (folder / "stderr").read_text(errors="replace")
-    return "\n".join(stderr.strip().splitlines()[-30:])
 
 
 @pytest.fixture
@@ -313,3 +296,16 @@ def swapped_styles(monkeypatch: pytest.MonkeyPatch) -> None:
     plan = {"0": RowwiseParallel(), "1": ColwiseParallel()}
     monkeypatch.setattr(model, "parallel_plan", lambda world_size: plan)
 {%- endif %}
+
+
+BACKGROUND = {"written": "export_launch"{{ ', "two_ranks": "two_ranks_launch"' if tp else "" }}}
+"""Each fixture that waits for a background run, with the fixture that starts that run."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def start_background_runs(request: pytest.FixtureRequest) -> None:
+    """Start each background run before the first test, if a selected test needs it."""
+    needed = {name for item in request.session.items for name in item.fixturenames}
+    for waiter, starter in BACKGROUND.items():
+        if waiter in needed:
+            request.getfixturevalue(starter)

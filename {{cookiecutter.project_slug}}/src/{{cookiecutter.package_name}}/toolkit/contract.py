@@ -57,26 +57,27 @@ def clone(tree: Any) -> Any:
     return pytree.tree_map_only(torch.Tensor, torch.Tensor.clone, tree)
 
 
-def non_tensor_leaves(tree: Any) -> list[str]:
-    """The paths of leaves that are not tensors (None aside): graph mode hands back tensors."""
+def non_tensors(tree: Any) -> list[tuple[str, Any]]:
+    """(path, value) of every leaf but tensors and None, the value an optional leaf leaves out."""
     return [
-        f"{path or 'output'}: {type(leaf).__name__}"
+        (path, leaf)
         for path, leaf in leaves(tree)
         if leaf is not None and not isinstance(leaf, torch.Tensor)
     ]
 
 
+def non_tensor_leaves(tree: Any) -> list[str]:
+    """The paths of output leaves that are not tensors: graph mode hands back tensors."""
+    return [f"{path or 'output'}: {type(leaf).__name__}" for path, leaf in non_tensors(tree)]
+
+
 def constant_inputs(inputs: Any) -> list[tuple[str, Any]]:
-    """(path, value) of each input graph mode bakes into the graph: every leaf but tensors and None.
+    """(path, value) of each input graph mode bakes into the graph: its non-tensors.
 
     Dynamo (dynamic=False) guards on the value of a Python number, bool or string that forward
     reads. None is left out: it is how an optional input is left out, and has no other value.
     """
-    return [
-        (path, leaf)
-        for path, leaf in leaves(inputs)
-        if leaf is not None and not isinstance(leaf, torch.Tensor)
-    ]
+    return non_tensors(inputs)
 
 
 def constant_note(path: str, value: Any) -> tuple[str, str]:
