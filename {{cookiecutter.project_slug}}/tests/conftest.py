@@ -213,8 +213,7 @@ def finished(run: Launch, timeout: float, what: str) -> int:
 
 
 def tail(folder: Path) -> str:
-    """What a background run printed last: its error (for torchrun, the failing rank's and the
-    summary)."""
+    """What a background run printed last on stderr: the error that ended it."""
     stderr = (folder / "stderr").read_text(errors="replace")
     return "\n".join(stderr.strip().splitlines()[-30:])
 
