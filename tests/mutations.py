@@ -222,9 +222,9 @@ MUTATIONS = (
     Mutation(
         "check's rungs start from the state the eager reference left",
         f"{TOOLKIT}/check.py",
-        "        restore(model, state)\n",
+        "            restore(model, expected.start)\n",
         "",
-        "tests/test_check.py -k state",
+        "tests/test_check.py -k starts_from_the_state",
         DEFAULT,
     ),
     # cache_compile mode, with an in-place op-plugin operator.
@@ -521,6 +521,39 @@ MUTATIONS = (
         "        ErrorHandler().record_exception(error)",
         "        pass",
         "tests/test_tensor_parallel.py -k failing_rank",
+    ),
+    # Models with state: a graph must leave the state eager leaves, from the state eager started.
+    Mutation(
+        "check compares the output but not the state the call left",
+        f"{TOOLKIT}/check.py",
+        " + state_mismatches(end, expected.end)",
+        "",
+        "tests/test_check.py -k drops_a_state_write",
+        DEFAULT,
+    ),
+    Mutation(
+        "bench compares the output but not the state the call left",
+        f"{TOOLKIT}/bench.py",
+        " + state_mismatches(graph_state, eager_state)",
+        "",
+        "tests/test_state.py -k bench",
+        DEFAULT,
+    ),
+    Mutation(
+        "restore puts the state back at new addresses",
+        f"{TOOLKIT}/state.py",
+        "                tensor.copy_(value)",
+        "                tensor.data = value.clone()",
+        "tests/test_state.py -k in_place",
+        DEFAULT,
+    ),
+    Mutation(
+        "tensors marked static are not state",
+        f"{TOOLKIT}/state.py",
+        '        if hasattr(value, "_dynamo_static_input_type") and not isinstance(value, nn.Parameter):',
+        "        if False:",
+        "tests/test_state.py -k marked",
+        DEFAULT,
     ),
 )
 

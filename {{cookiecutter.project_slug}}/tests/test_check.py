@@ -177,7 +177,7 @@ class CountsSteps(nn.Module):
         self.register_buffer("steps", torch.zeros(()))
 
     def forward(self, x):
-        self.steps += 1
+        self.steps.add_(1)  # in place, as a cache write: the graph must make it
         return x * self.steps
 
 
@@ -187,6 +187,25 @@ def test_each_rung_starts_from_the_state_eager_started_from(capsys, monkeypatch{
     monkeypatch.setattr(model, "build_model", CountsSteps)
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3),))
     assert check.main([]) == 0, capsys.readouterr().out
+
+
+def drops_state_writes(graph, example_inputs):
+    """A backend that loses every in-place write to the graph's inputs, the buffers among them:
+    the output of this call is right, the state left for the next one is not."""
+    return lambda *inputs: graph(*(x.clone() if torch.is_tensor(x) else x for x in inputs))
+
+
+def test_a_graph_that_drops_a_state_write_differs_from_eager(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+    """The state after the call is compared as well as the output: a lost buffer update is named
+    by the buffer's path, exit 1."""
+    monkeypatch.setattr(model, "build_model", CountsSteps)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3),))
+    rung = ("drops writes", drops_state_writes, None)
+    monkeypatch.setattr(check, "rungs_here", lambda npu_ok: [rung])
+    assert check.main(["--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    (found,) = [f for f in result["findings"] if f["what"] == "drops writes differs from eager"]
+    assert found["path"] == "state steps"
 {%- if tp %}
 
 
