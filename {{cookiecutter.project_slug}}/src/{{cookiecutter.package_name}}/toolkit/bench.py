@@ -1,5 +1,6 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
 """Benchmark eager against graph mode: the same model, weights and input, timed call by call.
 
 Run it with
@@ -53,6 +54,9 @@ from .backend import BACKEND_ENV, Backend, select_backend
 from .compile_cache import CachedModel
 {%- endif %}
 from .contract import clone, describe_tree, mismatches, to_device
+{%- if decode %}
+from .decode import first_step
+{%- endif %}
 {%- if tp %}
 from .parallel import Ranks, tensor_parallel, wait_collectives
 {%- endif %}
@@ -140,13 +144,25 @@ def build(backend: Backend, ranks: Ranks) -> tuple[torch.nn.Module, Call, tuple[
     """The sharded model run eagerly, its graph, and the inputs, seeded and sharded as in the MRE."""
     torch.manual_seed(0)
     model = ranks.shard(build_model().to(ranks.device).eval(), parallel_plan(ranks.size))
+{%- if decode %}
+    (prompt,) = to_device(example_inputs(), ranks.device)
+    with torch.no_grad():
+        dummy_input = first_step(model, prompt)  # prefill, eagerly: then the decode step is timed
+{%- else %}
     dummy_input = to_device(example_inputs(), ranks.device)
+{%- endif %}
 {%- else -%}
 def build(backend: Backend) -> tuple[torch.nn.Module, Call, tuple[Any, ...]]:
     """The eager callable, the graph callable and the inputs, seeded as in the MRE."""
     torch.manual_seed(0)
     model = build_model().to(backend.device).eval()
+{%- if decode %}
+    (prompt,) = to_device(example_inputs(), backend.device)
+    with torch.no_grad():
+        dummy_input = first_step(model, prompt)  # prefill, eagerly: then the decode step is timed
+{%- else %}
     dummy_input = to_device(example_inputs(), backend.device)
+{%- endif %}
 {%- endif %}
 {%- if cache %}
     return model, CachedModel(model{{ ", **ranks.cache_keywords()" if tp else "" }}), dummy_input

@@ -1,10 +1,13 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
 """Is my model ready for graph mode? Every graph break, then each rung of the fault-isolation ladder.
 
     python -m {{ cookiecutter.package_name }} check [--json]
 
-It builds build_model() and example_inputs() as the MRE does and runs them eagerly.
+It builds build_model() and example_inputs() as the MRE does and runs them eagerly
+{%- if decode %}: the prompt
+as prefill, then the first decode step, which is what graph mode runs{% endif %}.
 {%- if tp %} The model is
 sharded by parallel_plan() as the MRE shards it, so Dynamo traces the DTensor layers and their
 collectives: over one rank under plain python, over N under `torchrun --nproc-per-node N -m
@@ -51,6 +54,9 @@ from .contract import (
     non_tensor_leaves,
     to_device,
 )
+{%- if decode %}
+from .decode import first_step
+{%- endif %}
 from .state import State, restore, save, state_mismatches
 {%- if tp %}
 from .parallel import PlanError, Ranks, rehearse, tensor_parallel
@@ -317,10 +323,19 @@ def check() -> Result:
         torch.manual_seed(0)
         model = build_model().to(device).eval()
 {%- endif %}
+{%- if decode %}
+        (prompt,) = to_device(example_inputs(), device)
+        with torch.no_grad():
+            # Prefill, eagerly: the cache holds the prompt, and the graph is the decode step.
+            inputs = first_step(model, prompt)
+        # The step after: other tokens, the next position, the same shapes.
+        again = (torch.zeros_like(inputs[0]), inputs[1] + 1)
+{%- else %}
         inputs = to_device(example_inputs(), device)
         # New data of the same shapes, as the next inference step would bring.
         torch.manual_seed(1)
         again = to_device(example_inputs(), device)
+{%- endif %}
         result.model = type(model).__name__
         start = save(model)
         with torch.no_grad():
