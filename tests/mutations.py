@@ -34,6 +34,7 @@ DEFAULT: dict[str, str] = {}
 CACHE_OP_PLUGIN_IN_PLACE = {"mode": "cache_compile", "custom_op": "in_place", "op_registration": "op_plugin"}
 OUT_OF_PLACE = {"custom_op": "out_of_place"}
 TENSOR_PARALLEL = {"parallel": "tensor_parallel"}
+DECODE = {"workload": "decode"}
 
 
 @dataclass(frozen=True)
@@ -554,6 +555,49 @@ MUTATIONS = (
         "        if False:",
         "tests/test_state.py -k marked",
         DEFAULT,
+    ),
+    # Decode: a static KV cache, one graph per capture size, a batch padded up to its size.
+    Mutation(
+        "the decode graph's cache write is lost",
+        f"{TOOLKIT}/decode.py",
+        "        logits = logits_of(self.compiled[size](tokens, input_pos))[:batch]\n",
+        "        kept = save(self.model)\n"
+        "        logits = logits_of(self.compiled[size](tokens, input_pos))[:batch]\n"
+        "        restore(self.model, kept)\n",
+        "tests/test_generate.py -k each_capture_size",
+        DECODE,
+    ),
+    Mutation(
+        "the sample's cache update keeps only the last position (prefill loses the rest)",
+        f"{PACKAGE}/model.py",
+        "        self.v_cache[:batch, :, input_pos] = v",
+        "        self.v_cache[:batch, :, input_pos[-1]] = v[:, :, -1]",
+        "tests/test_generate.py -k recomputing",
+        DECODE,
+    ),
+    Mutation(
+        "input_pos goes to the decode step as a Python int",
+        f"{PACKAGE}/generate.py",
+        "        logits = step(token, input_pos)",
+        "        logits = step(token, int(input_pos))",
+        "tests/test_generate.py -k no_recompile_across_positions",
+        DECODE,
+    ),
+    Mutation(
+        "a padded batch hands back the padding rows",
+        f"{TOOLKIT}/decode.py",
+        "        logits = logits_of(self.compiled[size](tokens, input_pos))[:batch]",
+        "        logits = logits_of(self.compiled[size](tokens, input_pos))[-batch:]",
+        "tests/test_generate.py -k padded",
+        DECODE,
+    ),
+    Mutation(
+        "warm-up skips the largest capture size",
+        f"{TOOLKIT}/decode.py",
+        "        for size in self.limits.capture_sizes:\n            tokens = torch.zeros(",
+        "        for size in self.limits.capture_sizes[:-1]:\n            tokens = torch.zeros(",
+        "tests/test_generate.py -k one_graph_per_capture_size",
+        DECODE,
     ),
 )
 

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from .model import build_model, example_inputs
-from .toolkit.backend import select_backend
+from .toolkit.backend import Backend, select_backend
 {%- if cache %}
 from .toolkit.compile_cache import CACHE_DIR, cached_steps
 {%- endif %}
@@ -93,15 +93,11 @@ def timed(call: Any, device: str) -> tuple[Any, float]:
     return result, time.perf_counter() - started
 
 
-def run(new_tokens: int, batch: int | None) -> dict[str, Any]:
-    """Generate eagerly, then in graph mode, from the same prompt and starting state."""
+def build(backend: Backend) -> tuple[torch.nn.Module, DecodeGraphs]:
+    """The model, seeded as in the MRE, and its decode step in graph mode at every capture size."""
     torch.manual_seed(0)
-    backend = select_backend()
     model = build_model().to(backend.device).eval()
     bounds = limits()
-    prompt = prompt_of(batch, backend.device)
-    bounds.check_length(prompt.shape[1], new_tokens)
-    size = bounds.capture_size(prompt.shape[0])
 {%- if cache %}
     compiled = cached_steps(model, bounds.capture_sizes, cache_dir=CACHE_DIR)
 {%- else %}
@@ -115,7 +111,16 @@ def run(new_tokens: int, batch: int | None) -> dict[str, Any]:
     # One compiled model: Dynamo compiles one graph for each batch size it meets.
     compiled = dict.fromkeys(bounds.capture_sizes, compiled_model)
 {%- endif %}
-    graphs = DecodeGraphs(model, compiled, bounds, backend.device)
+    return model, DecodeGraphs(model, compiled, bounds, backend.device)
+
+
+def run(new_tokens: int, batch: int | None) -> dict[str, Any]:
+    """Generate eagerly, then in graph mode, from the same prompt and starting state."""
+    backend = select_backend()
+    model, graphs = build(backend)
+    prompt = prompt_of(batch, backend.device)
+    graphs.limits.check_length(prompt.shape[1], new_tokens)
+    size = graphs.limits.capture_size(prompt.shape[0])
     with torch.no_grad():
         start = save(model)
         warmup = graphs.warm_up()

@@ -55,7 +55,7 @@ from .contract import (
     to_device,
 )
 {%- if decode %}
-from .decode import first_step
+from .decode import first_step, next_step
 {%- endif %}
 from .state import State, restore, save, state_mismatches
 {%- if tp %}
@@ -324,12 +324,10 @@ def check() -> Result:
         model = build_model().to(device).eval()
 {%- endif %}
 {%- if decode %}
-        (prompt,) = to_device(example_inputs(), device)
         with torch.no_grad():
             # Prefill, eagerly: the cache holds the prompt, and the graph is the decode step.
-            inputs = first_step(model, prompt)
-        # The step after: other tokens, the next position, the same shapes.
-        again = (torch.zeros_like(inputs[0]), inputs[1] + 1)
+            inputs = first_step(model, *to_device(example_inputs(), device))
+        again = next_step(*inputs)
 {%- else %}
         inputs = to_device(example_inputs(), device)
         # New data of the same shapes, as the next inference step would bring.

@@ -117,6 +117,12 @@ def first_step(model: nn.Module, prompt: torch.Tensor) -> tuple[torch.Tensor, to
     return tokens, torch.tensor([prompt.shape[1]], device=prompt.device)
 
 
+def next_step(tokens: torch.Tensor, input_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs of the step after one on (tokens, input_pos): other tokens, the next position, the
+    same shapes. A check calls it again with these to see that a new position compiles nothing."""
+    return torch.zeros_like(tokens), input_pos + 1
+
+
 def ensure_recompile_limit(sizes: tuple[int, ...]) -> str | None:
     """Let Dynamo compile one graph per capture size: raise its recompile limit if there are more
     sizes than it allows, and say so; refuse beyond torch's limit for all graphs together."""
