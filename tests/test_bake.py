@@ -90,8 +90,15 @@ def files_in(project: Path) -> set[str]:
     return {path.relative_to(project).as_posix() for path in project.rglob("*") if path.is_file()}
 
 
+WORKLOAD_FILES = {
+    "forward": set(),
+    "decode": {"src/{package}/generate.py", "src/{package}/toolkit/decode.py", "tests/test_generate.py"},
+}
+
+
 def expected_files(answers: dict[str, str]) -> set[str]:
     files = COMMON_FILES | MODE_FILES[answers["mode"]] | PARALLEL_FILES[answers["parallel"]]
+    files |= WORKLOAD_FILES[answers["workload"]]
     if answers["custom_op"] != "none":
         files |= OP_FILES[answers["op_registration"]]
     return files

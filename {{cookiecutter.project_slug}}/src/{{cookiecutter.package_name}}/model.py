@@ -1,8 +1,10 @@
 {%- set op = "torch.ops." ~ cookiecutter.__op_ns ~ "." ~ cookiecutter.__op -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 {%- set hidden = cookiecutter.input_shape.split(",")[-1] | int -%}
-{%- set heads = 8 if hidden % 8 == 0 else 4 if hidden % 4 == 0 else 2 if hidden % 2 == 0 else 1 -%}
 {%- set decode = cookiecutter.workload == "decode" -%}
+{#- Rotary positions (decode) turn pairs of features: there, each head needs an even width. -#}
+{%- set width = 2 if decode else 1 -%}
+{%- set heads = 8 if hidden % (8 * width) == 0 else 4 if hidden % (4 * width) == 0 else 2 if hidden % (2 * width) == 0 else 1 -%}
 {%- if decode %}
 {%- set dims = cookiecutter.input_shape.replace(" ", "").split(",") | map("int") | list -%}
 {%- set lead = namespace(batch=1) -%}
