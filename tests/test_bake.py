@@ -33,6 +33,7 @@ COMMON_FILES = {
     "src/{package}/toolkit/doctor.py",
     "src/{package}/toolkit/export.py",
     "src/{package}/toolkit/report.py",
+    "src/{package}/toolkit/state.py",
     "tests/conftest.py",
     "tests/test_backend.py",
     "tests/test_bench.py",
@@ -45,6 +46,7 @@ COMMON_FILES = {
     "tests/test_mre.py",
     "tests/test_npugraph_ex.py",
     "tests/test_readme.py",
+    "tests/test_state.py",
 }
 MODE_FILES = {
     "npugraph_ex": set(),
