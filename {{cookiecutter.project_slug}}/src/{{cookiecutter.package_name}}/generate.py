@@ -60,8 +60,13 @@ def generate(
             break
         logits = step(token, input_pos)
         input_pos += 1
+{%- if cache %}
         # The choice runs outside the graph: sampling draws random numbers, and cache_compile
         # refuses graphs with RNG ops. Replace argmax with your sampler here.
+{%- else %}
+        # The choice runs outside the graph, so a sampler of yours replaces argmax here and the
+        # captured step stays as it is.
+{%- endif %}
         token = logits[:, -1:].argmax(-1)
         if EOS_ID is not None:
             token = token.masked_fill(done[:, None], EOS_ID)
