@@ -11,6 +11,7 @@ COMMANDS = {
     "check": ("check", "is my model ready for graph mode? every graph break, then each rung"),
     "doctor": ("doctor", "why won't graph mode run on this machine? OK / WARN / FAIL with fixes"),
     "bench": ("bench", "eager against graph mode on the same model and inputs"),
+    "profile": ("profile", "where a step's time goes, eager against graph, in a profiler trace"),
     "export": ("export", "the MRE and your model in one self-contained file for a bug report"),
 {%- if op_plugin %}
     "opschema": ("opschema", "check op_plugin_functions.yaml files before a torch_npu build"),
