@@ -196,6 +196,7 @@ def profile_steps(
     wait: Callable[[], None] = lambda: None,
 ) -> Path:
     """Profile the steps with `tracer` into `out`, and return the trace file it wrote."""
+    out = out.resolve()  # the summary names the trace by a path that works from anywhere
     out.mkdir(parents=True, exist_ok=True)
     pattern = tracer.pattern.format(worker=worker or "*")
     before = set(out.glob(pattern))
@@ -265,7 +266,9 @@ def self_times(events: list[Event]) -> dict[int, float]:
 def step_ids(events: list[Event], ranges: list[Event]) -> list[int]:
     """The profiler step number (ProfilerStep#N) each range ran in: kernel_details.csv's Step Id."""
     steps = [event for event in events if event.name.startswith("ProfilerStep#")]
-    return [int(step.name.partition("#")[2]) for each in ranges for step in steps if within(step, each)]
+    return [
+        int(step.name.partition("#")[2]) for each in ranges for step in steps if within(step, each)
+    ]
 
 
 def read_kernels(trace: Path) -> list[dict[str, str]] | None:
@@ -530,14 +533,18 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         print(f"profile: {error}", file=sys.stderr)
         return 2
     # Kineto and torch_npu print their progress on stdout: it would spoil the table and the JSON.
-    with contextlib.redirect_stdout(sys.stderr), torch.no_grad():
 {%- if tp %}
-        with tensor_parallel(backend.device) as ranks:
-            results = ranks.gather(run(backend, args.steps, args.out, ranks))
+    with (
+        contextlib.redirect_stdout(sys.stderr),
+        torch.no_grad(),
+        tensor_parallel(backend.device) as ranks,
+    ):
+        results = ranks.gather(run(backend, args.steps, args.out, ranks))
     if not ranks.is_first:
         return 0
     result = slowest_rank(results, ranks)
 {%- else %}
+    with contextlib.redirect_stdout(sys.stderr), torch.no_grad():
         result = run(backend, args.steps, args.out)
 {%- endif %}
     print(json.dumps(result) if args.json else render(result))
