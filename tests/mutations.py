@@ -536,7 +536,7 @@ MUTATIONS = (
         f"{TOOLKIT}/profile.py",
         "                wait()\n                prof.step()\n",
         "                wait()\n",
-        "tests/test_profile.py -k every_step_in_its_range",
+        "tests/test_profile.py -k profiler_step_of_its_own",
         DEFAULT,
     ),
     Mutation(

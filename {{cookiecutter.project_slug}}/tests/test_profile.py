@@ -96,6 +96,19 @@ def test_trace_holds_every_step_in_its_range_eager_first(profiled):
     assert max(float(each["ts"]) for each in eager) < min(float(each["ts"]) for each in graph)
 
 
+def test_each_step_is_a_profiler_step_of_its_own(profiled):
+    """Each step range lies in its own ProfilerStep#N, numbered on from the warm-up's: the step a
+    kernel ran in (kernel_details.csv's Step Id on an NPU) tells the modes apart."""
+    events = events_of(Path(profiled.result["trace"]))
+    steps = [event for event in events if event["name"].startswith("ProfilerStep#")]
+    owners = [
+        [step["name"] for step in steps if each in inside(events, step)]
+        for mode in ("eager", "graph")
+        for each in step_ranges(events, mode)
+    ]
+    assert owners == [[f"ProfilerStep#{number}"] for number in range(1, 2 * STEPS + 1)]
+
+
 def test_graph_steps_run_compiled_code_and_eager_steps_do_not(profiled):
     """Each `graph step` range holds compiled code and no `eager step` range does: the steps are
     in their own ranges."""

@@ -6,9 +6,10 @@
     torchrun --nproc-per-node N -m {{ cookiecutter.package_name }} profile [...]
 {%- endif %}
 
-It runs the MRE's workload (workload()): build_model() on example_inputs(){{ ", sharded by parallel_plan()" if tp else "" }},
-built twice from the same seed, one model for eager and one for graph mode, so that neither
-run's state (a KV cache, a step counter) leaks into the other. Both are warmed up first (graph mode
+It runs the MRE's workload (workload()): build_model() on example_inputs(){{ "," if tp else "" }}
+{%- if tp %}
+sharded by parallel_plan(),
+{%- endif %} built twice from the same seed, one model for eager and one for graph mode, so that neither run's state (a KV cache, a step counter) leaks into the other. Both are warmed up first (graph mode
 compiles and captures there). Then the profiler records one warm-up step and N steps of each mode,
 eager first: each step inside a record_function range, `eager step` or `graph step`, with
 prof.step() after it.
@@ -411,28 +412,36 @@ def render(result: dict[str, Any]) -> str:
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
-    """Eager beside graph mode: host (and device) ms per step, and each mode's top operators."""
+    """Eager beside graph mode: host (and device) ms per step, and the top operators of both."""
     from matplotlib.figure import Figure
 
-    figure_ = Figure(figsize=(11, 4.5), layout="constrained")
-    timing, *tops = figure_.subplots(1, 1 + len(MODES), width_ratios=[1] + [2] * len(MODES))
-    measures = [("host", "host_ms")] + [("device", "device_ms")] * (
-        result["eager"]["device_ms"] is not None
-    )
+    canvas = Figure(figsize=(12, 5), layout="constrained")
+    timing, operators = canvas.subplots(1, 2, width_ratios=[1, 3])
+    measures = [("host", "host_ms")]
+    if result["eager"]["device_ms"] is not None:
+        measures.append(("device", "device_ms"))
+    width = 0.8 / len(measures)
     for offset, (label, key) in enumerate(measures):
-        positions = [index + offset * 0.4 for index in range(len(MODES))]
-        timing.bar(positions, [result[mode][key] for mode in MODES], width=0.4, label=label)
+        positions = [index + (offset - (len(measures) - 1) / 2) * width for index in range(2)]
+        timing.bar(positions, [result[mode][key] for mode in MODES], width=width, label=label)
     timing.set_xticks(range(len(MODES)), MODES)
     timing.set_ylabel("ms per step")
     timing.set_title("time per step")
     timing.legend()
-    for axes, mode in zip(tops, MODES, strict=True):
-        operators = result[mode]["top_operators"][::-1]
-        axes.barh([each["name"] for each in operators], [each["self_ms"] for each in operators])
-        axes.set_xlabel("self ms per step")
-        axes.set_title(f"{mode}: top {TOP} operators")
-    figure_.suptitle(f"{result['backend']} on {result['device']}")
-    figure_.savefig(path)
+    # Every operator in either top list, each with its eager and its graph bar.
+    tops = [op["name"] for mode in MODES for op in result[mode]["top_operators"]]
+    names = list(dict.fromkeys(tops))
+    for offset, mode in enumerate(MODES):
+        own = {op["name"]: op["self_ms"] for op in result[mode]["top_operators"]}
+        positions = [index + (offset - 0.5) * 0.4 for index in range(len(names))]
+        operators.barh(positions, [own.get(name, 0.0) for name in names], height=0.4, label=mode)
+    operators.set_yticks(range(len(names)), names)
+    operators.invert_yaxis()  # the slowest on top
+    operators.set_xlabel("self ms per step")
+    operators.set_title(f"top {TOP} operators by self time, each mode")
+    operators.legend()
+    canvas.suptitle(f"eager against graph mode: {result['backend']} on {result['device']}")
+    canvas.savefig(path)
 
 
 STAND_IN_NOTE = (
@@ -453,7 +462,7 @@ def run(
     ranks: Ranks,
 {%- endif %}
 ) -> dict[str, Any]:
-    """Warm up, profile and summarize this process's run (one rank's, under torchrun)."""
+    """Warm up, profile and summarize this process's run{{ " (one rank's, under torchrun)" if tp else "" }}."""
     tracer = tracer_for(backend)
 {%- if tp %}
     job = workload(backend, ranks)
