@@ -175,7 +175,9 @@ def test_off_npu_the_summary_says_the_trace_shows_the_cpu_path_only(profiled):
 
 def test_plot_writes_a_png(profiled):
     """--plot FILE.png writes a PNG image."""
-    pytest.importorskip("matplotlib", reason="--plot needs matplotlib: pip install -e '.[plot]'")
+    pytest.importorskip(
+        "matplotlib", reason="needs matplotlib, the plot extra: pip install -e '.[plot]'"
+    )
     assert profiled.plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
