@@ -4,7 +4,8 @@ The stand-ins are data in tests/simulated_torch_npu/; each file cites the torch_
 copies, so that a new torch_npu release can be checked against it.
 - half_sourced: `import torch_npu` raises the bare Exception of a half-sourced CANN.
 - healthy: imports, makes itself torch.npu, and reports one NPU named $SIMULATED_NPU_SOC; it also
-  has the npugraph_ex module whose warning every frozen_parameter compile emits.
+  has the npugraph_ex module whose warning every frozen_parameter compile emits, and a
+  torch_npu.profiler that records how it is called and writes its output layout (profile's NPU path).
 """
 
 from __future__ import annotations
