@@ -190,6 +190,26 @@ def test_plot_without_matplotlib_exits_2_and_says_how_to_install_it(monkeypatch,
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("arguments", "names"),
+    [
+        (["--out", "a_file"], "--out"),
+        (["--plot", "profile.txt"], ".png"),
+        (["--plot", "missing/profile.png"], "does not exist"),
+    ],
+)
+def test_an_unwritable_output_exits_2_before_anything_runs(
+    arguments, names, monkeypatch, tmp_path, capsys
+):
+    """--out naming a file, or --plot naming another format or a missing folder, exits 2 with
+    the fix before any profiling."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("")
+    assert profile.main(arguments) == 2
+    assert names in capsys.readouterr().err
+    assert not (tmp_path / profile.DEFAULT_OUT).exists()
+
+
 class Counts(torch.nn.Module):
     """A model with state: each call counts itself in a buffer and scales its input by the count."""
 

@@ -28,7 +28,8 @@ Every rank writes its own trace (worker rank<RANK>); rank 0 prints the slowest r
 highest graph host time per step) and every rank's trace.
 {%- endif %}
 
-Exit status: 0 after a run, 2 if the backend cannot run here or --plot lacks matplotlib.
+Exit status: 0 after a run, 2 if the backend cannot run here, --out or --plot cannot be written,
+or --plot lacks matplotlib.
 """
 
 from __future__ import annotations
@@ -448,6 +449,8 @@ STAND_IN_NOTE = (
     "{backend} stands in for npugraph_ex and torch.profiler for torch_npu's: this trace shows the "
     "CPU path only (no device time, no kernels, no aclgraph replay)"
 )
+NOT_NPUGRAPH_EX_NOTE = "{backend} ran instead of npugraph_ex ({reason}): no aclgraph to replay"
+PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 
 def tracer_for(backend: Backend) -> Tracer:
@@ -491,8 +494,17 @@ def run(
         **summarize_trace(trace),
         "trace": str(trace),
         "open": viewers(trace, tracer.name),
-        "note": None if backend.is_npugraph_ex else STAND_IN_NOTE.format(backend=backend.name),
+        "note": note(backend),
     }
+
+
+def note(backend: Backend) -> str | None:
+    """What the trace cannot show, unless npugraph_ex ran on an NPU."""
+    if backend.is_npugraph_ex:
+        return None
+    if backend.device != "npu":
+        return STAND_IN_NOTE.format(backend=backend.name)
+    return NOT_NPUGRAPH_EX_NOTE.format(backend=backend.name, reason=backend.reason)
 {%- if tp %}
 
 
@@ -527,9 +539,25 @@ def parse_args(argv: Sequence[str] | None, prog: str | None) -> argparse.Namespa
     return parser.parse_args(argv)
 
 
+def bad_paths(out: Path, plot: Path | None) -> str | None:
+    """Why --out or --plot cannot be written, before anything runs; None if they can."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file: pass a folder (it is created if missing)"
+    if plot is None:
+        return None
+    if plot.suffix.lower() not in PLOT_FORMATS:
+        return f"--plot {plot}: name a {', '.join(PLOT_FORMATS)} file, e.g. profile.png"
+    if not plot.parent.is_dir():
+        return f"--plot {plot}: the folder {plot.parent} does not exist; create it first"
+    return None
+
+
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Profile, print the summary, draw it if asked; return the exit status."""
     args = parse_args(argv, prog)
+    if problem := bad_paths(args.out, args.plot):
+        print(f"profile: {problem}", file=sys.stderr)
+        return 2
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         print(
             f"profile: --plot needs matplotlib, which is not installed: {PLOT_INSTALL}",
