@@ -569,7 +569,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     except (RuntimeError, ValueError) as error:
         print(f"profile: {error}", file=sys.stderr)
         return 2
-    # Kineto and torch_npu print their progress on stdout: it would spoil the table and the JSON.
+    # torch_npu's profiler prints its progress on stdout (print_info_msg, profiler/analysis/
+    # prof_common_func/_constant.py), and so may your model: it would spoil the table and JSON.
 {%- if tp %}
     with (
         contextlib.redirect_stdout(sys.stderr),
