@@ -599,6 +599,61 @@ MUTATIONS = (
         "tests/test_generate.py -k one_graph_per_capture_size",
         DECODE,
     ),
+    # profile: the ranges, the profiler's steps, where the trace goes, one model per mode.
+    Mutation(
+        "profile swaps the steps between the ranges",
+        f"{TOOLKIT}/profile.py",
+        'RANGES = {"eager": "eager step", "graph": "graph step"}',
+        'RANGES = {"eager": "graph step", "graph": "eager step"}',
+        "tests/test_profile.py -k graph_steps_run_compiled_code",
+        DEFAULT,
+    ),
+    Mutation(
+        "profile never calls prof.step() after a step",
+        f"{TOOLKIT}/profile.py",
+        "                wait()\n                prof.step()\n",
+        "                wait()\n",
+        "tests/test_profile.py -k profiler_step_of_its_own",
+        DEFAULT,
+    ),
+    Mutation(
+        "profile writes the CPU trace to the working directory",
+        f"{TOOLKIT}/profile.py",
+        "on_trace_ready=torch.profiler.tensorboard_trace_handler(str(out), worker_name=worker),",
+        'on_trace_ready=torch.profiler.tensorboard_trace_handler(".", worker_name=worker),',
+        "tests/test_profile.py -k output_folder",
+        DEFAULT,
+    ),
+    Mutation(
+        "profile runs graph mode on eager's model",
+        f"{TOOLKIT}/profile.py",
+        "    graph = graph_of(seeded_model(backend)[0], backend)",
+        "    graph = graph_of(eager, backend)",
+        "tests/test_profile.py -k model_of_its_own",
+        DEFAULT,
+    ),
+    Mutation(
+        "profile hands torch_npu's handler a Path, which it resets to the working directory",
+        f"{TOOLKIT}/profile.py",
+        "on_trace_ready=profiler.tensorboard_trace_handler(str(out), worker_name=worker),",
+        "on_trace_ready=profiler.tensorboard_trace_handler(out, worker_name=worker),",
+        "tests/test_simulated_npu.py -k npu_profile_writes_into",
+    ),
+    Mutation(
+        "profile's NPU schedule records no warm-up step",
+        f"{TOOLKIT}/profile.py",
+        "schedule=profiler.schedule(wait=0, warmup=1, active=active, repeat=1),",
+        "schedule=profiler.schedule(wait=0, warmup=0, active=active, repeat=1),",
+        "tests/test_simulated_npu.py -k npu_profile_schedule",
+    ),
+    Mutation(
+        "each rank of profile writes under the same worker name",
+        f"{TOOLKIT}/profile.py",
+        'worker={{ "f\\"rank{ranks.rank}\\"" if tp else "None" }},',
+        "worker=None,",
+        "tests/test_profile.py -k torchrun_ranks_each_write",
+        TENSOR_PARALLEL,
+    ),
 )
 
 

@@ -32,6 +32,7 @@ COMMON_FILES = {
     "src/{package}/toolkit/contract.py",
     "src/{package}/toolkit/doctor.py",
     "src/{package}/toolkit/export.py",
+    "src/{package}/toolkit/profile.py",
     "src/{package}/toolkit/report.py",
     "src/{package}/toolkit/state.py",
     "tests/conftest.py",
@@ -45,6 +46,7 @@ COMMON_FILES = {
     "tests/test_graph.py",
     "tests/test_mre.py",
     "tests/test_npugraph_ex.py",
+    "tests/test_profile.py",
     "tests/test_readme.py",
     "tests/test_state.py",
 }

@@ -257,7 +257,7 @@ class TwoRanks(NamedTuple):
     size: int
     """RANKS: the world size of the run."""
     results: dict[int, dict[str, dict[str, Any]]]
-    """What each rank saved (two_ranks.py), by rank then step: portable, mre, bench."""
+    """What each rank saved (two_ranks.py), by rank then step: portable, mre, bench, profile."""
 
 
 def needs_ranks() -> str | None:

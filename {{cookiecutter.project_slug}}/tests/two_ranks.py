@@ -2,12 +2,13 @@
 
     torchrun --standalone --nproc-per-node 2 tests/two_ranks.py FOLDER PORTABLE
 
-One launch serves every two-rank test. Each rank runs three steps, in this order, each in an empty
+One launch serves every two-rank test. Each rank runs four steps, in this order, each in an empty
 folder of its own and with a process group of its own:
 
 - portable: infer_one_step() of PORTABLE, the exported MRE, with this project unimportable;
 - mre: infer_one_step() of the project's MRE;
-- bench: `python -m {{ cookiecutter.package_name }} bench --iters 3 --warmup 1 --json`.
+- bench: `python -m {{ cookiecutter.package_name }} bench --iters 3 --warmup 1 --json`;
+- profile: `python -m {{ cookiecutter.package_name }} profile --steps 2 --json` (traces in its folder's prof/).
 
 It saves what the tests check into FOLDER/rank<RANK>.pt: for each step what it returned (an
 output, or bench's exit status), what it printed and how many graphs it compiled.
@@ -42,6 +43,7 @@ gc.enable()
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 BENCH = ["bench", "--iters", "3", "--warmup", "1", "--json"]
+PROFILE = ["profile", "--steps", "2", "--json"]
 AGENT_STORE = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
 """torchrun's own store, where rank 0 tells the others where each step's store is."""
 TIMEOUT = timedelta(seconds=600)
@@ -102,12 +104,19 @@ def bench() -> int:
     return main(BENCH)
 
 
+def profile() -> int:
+    from {{ cookiecutter.package_name }}.__main__ import main
+
+    return main(PROFILE)
+
+
 @record  # a rank's error goes to torchrun's summary, traceback included
 def main(folder: Path, exported: str) -> None:
     results = {
         "portable": run_step(folder, "portable", lambda: portable(exported)),
         "mre": run_step(folder, "mre", mre),
         "bench": run_step(folder, "bench", bench),
+        "profile": run_step(folder, "profile", profile),
     }
     torch.save(results, folder / f"rank{os.environ['RANK']}.pt")
 

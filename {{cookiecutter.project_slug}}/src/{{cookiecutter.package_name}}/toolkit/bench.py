@@ -140,41 +140,61 @@ def parse_args(argv: Sequence[str] | None, prog: str | None) -> argparse.Namespa
 
 
 {% if tp -%}
-def build(backend: Backend, ranks: Ranks) -> tuple[torch.nn.Module, Call, tuple[Any, ...]]:
-    """The sharded model run eagerly, its graph, and the inputs, seeded and sharded as in the MRE."""
+def seeded_model(ranks: Ranks) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    """build_model(), sharded by parallel_plan(), and its inputs, seeded as in the MRE."""
     torch.manual_seed(0)
     model = ranks.shard(build_model().to(ranks.device).eval(), parallel_plan(ranks.size))
 {%- if decode %}
     (prompt,) = to_device(example_inputs(), ranks.device)
     with torch.no_grad():
-        dummy_input = first_step(model, prompt)  # prefill, eagerly: then the decode step is timed
+        return model, first_step(model, prompt)  # prefill, eagerly: the decode step is what runs
 {%- else %}
-    dummy_input = to_device(example_inputs(), ranks.device)
+    return model, to_device(example_inputs(), ranks.device)
 {%- endif %}
+
+
+def graph_of(model: torch.nn.Module, backend: Backend, ranks: Ranks) -> Call:
+    """`model` in graph mode, compiled as the MRE compiles it."""
 {%- else -%}
-def build(backend: Backend) -> tuple[torch.nn.Module, Call, tuple[Any, ...]]:
-    """The eager callable, the graph callable and the inputs, seeded as in the MRE."""
+def seeded_model(backend: Backend) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    """build_model() and its inputs on the backend's device, seeded as in the MRE."""
     torch.manual_seed(0)
     model = build_model().to(backend.device).eval()
 {%- if decode %}
     (prompt,) = to_device(example_inputs(), backend.device)
     with torch.no_grad():
-        dummy_input = first_step(model, prompt)  # prefill, eagerly: then the decode step is timed
+        return model, first_step(model, prompt)  # prefill, eagerly: the decode step is what runs
 {%- else %}
-    dummy_input = to_device(example_inputs(), backend.device)
+    return model, to_device(example_inputs(), backend.device)
 {%- endif %}
+
+
+def graph_of(model: torch.nn.Module, backend: Backend) -> Call:
+    """`model` in graph mode, compiled as the MRE compiles it."""
 {%- endif %}
 {%- if cache %}
-    return model, CachedModel(model{{ ", **ranks.cache_keywords()" if tp else "" }}), dummy_input
+    return CachedModel(model{{ ", **ranks.cache_keywords()" if tp else "" }})
 {%- else %}
-    graph = torch.compile(
+    return torch.compile(
         model,
         backend=backend.name,
         fullgraph=True,
         dynamic=False,
         options=backend.options,
     )
-    return model, graph, dummy_input
+{%- endif %}
+
+
+{% if tp -%}
+def build(backend: Backend, ranks: Ranks) -> tuple[torch.nn.Module, Call, tuple[Any, ...]]:
+    """The sharded model run eagerly, its graph, and the inputs, seeded and sharded as in the MRE."""
+    model, dummy_input = seeded_model(ranks)
+    return model, graph_of(model, backend, ranks), dummy_input
+{%- else -%}
+def build(backend: Backend) -> tuple[torch.nn.Module, Call, tuple[Any, ...]]:
+    """The eager callable, the graph callable and the inputs, seeded as in the MRE."""
+    model, dummy_input = seeded_model(backend)
+    return model, graph_of(model, backend), dummy_input
 {%- endif %}
 
 
