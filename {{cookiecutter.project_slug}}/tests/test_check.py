@@ -1,7 +1,7 @@
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 {%- set decode = cookiecutter.workload == "decode" -%}
 {#- What a test that swaps model.py for a small model of its own also needs. -#}
-{%- set swapped = (", no_plan" if tp else "") ~ (", one_step_model" if decode else "") -%}
+{%- set swapped = ", swapped_model" if tp and decode else (", no_plan" if tp else "") ~ (", one_step_model" if decode else "") -%}
 """check: the sample is ready for graph mode; a graph break is found, located and explained;
 constant inputs and outputs that differ from eager are named, with the numbers; each rung starts
 from the state eager started from."""
@@ -44,6 +44,13 @@ def one_step_model(monkeypatch):
 def no_plan(monkeypatch):
     """An empty parallel_plan(), for a model.py swapped for one the sample's plan does not fit."""
     monkeypatch.setattr(model, "parallel_plan", lambda world_size: {})
+
+
+{% endif -%}
+{% if tp and decode -%}
+@pytest.fixture
+def swapped_model(no_plan, one_step_model):
+    """Both: a model.py swapped for a one-step model, which the sample's plan does not fit."""
 
 
 {% endif -%}

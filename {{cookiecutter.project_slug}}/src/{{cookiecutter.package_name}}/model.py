@@ -26,7 +26,8 @@
   runs padded up to the next size.
 {%- if tp %}
 - `parallel_plan(world_size)` returns how parallelize_module shards build_model() across the
-  ranks of a torchrun job: submodule names to ColwiseParallel / RowwiseParallel.
+  ranks of a torchrun job: submodule names to ColwiseParallel / RowwiseParallel, and the
+  modules that hold the KV cache to KVCacheParallel (each rank keeps the heads it computes).
 {%- endif %}
 - Optional: `TOLERANCES`, how far graph mode may be from eager per dtype, e.g.
   `{torch.bfloat16: {"rtol": 5e-2, "atol": 1e-1}}` (README, section 'Tolerances').
@@ -42,6 +43,10 @@ import torch.nn.functional as F
 from torch import nn
 {%- if tp %}
 from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel
+{%- endif %}
+{%- if tp %}
+
+from .toolkit.parallel import KVCacheParallel
 {%- endif %}
 {%- if cookiecutter.custom_op != "none" %}
 
@@ -185,8 +190,9 @@ def parallel_plan(world_size: int) -> dict[str, ParallelStyle]:
 
     Column-parallel projections in, row-parallel out (Megatron-style), in every block: each rank
     holds HEADS / world_size attention heads and a 1 / world_size slice of the MLP, and the
-    row-parallel layers all-reduce, so every rank's output is the full one. `*` matches one part
-    of a submodule name.
+    row-parallel layers all-reduce, so every rank's output is the full one. Each rank's KV cache
+    keeps only its own heads, the ones its k and v projections compute (KVCacheParallel), as
+    gpt-fast and vllm-ascend size a rank's cache. `*` matches one part of a submodule name.
     """
     if HEADS % world_size:
         raise ValueError(
@@ -197,6 +203,7 @@ def parallel_plan(world_size: int) -> dict[str, ParallelStyle]:
         "layers.*.q_proj": ColwiseParallel(),
         "layers.*.k_proj": ColwiseParallel(),
         "layers.*.v_proj": ColwiseParallel(),
+        "layers.*.kv_cache": KVCacheParallel(),
         "layers.*.o_proj": RowwiseParallel(),
         "layers.*.up": ColwiseParallel(),
         "layers.*.down": RowwiseParallel(),
