@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch._dynamo
 {%- endif %}
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel{{ ", parallelize_module" if decode else "" }}
@@ -22,7 +23,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel{{
 {% if decode -%}
 from {{ cookiecutter.package_name }} import generate
 {% endif -%}
-from {{ cookiecutter.package_name }}.model import build_model, parallel_plan
+from {{ cookiecutter.package_name }}.model import build_model, example_inputs, parallel_plan
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same
 from {{ cookiecutter.package_name }}.toolkit.parallel import (
@@ -35,9 +36,7 @@ from {{ cookiecutter.package_name }}.toolkit.parallel import (
     fake_ranks,
 {%- endif %}
     plan_targets,
-{%- if decode %}
     rehearse,
-{%- endif %}
     tensor_parallel,
 )
 {%- if decode %}
@@ -118,6 +117,12 @@ def test_the_plan_shards_every_layer_it_names():
         assert_sharded(ranks.shard(build_model(), plan), plan, build_model(), ranks.size)
 
 
+def test_the_plan_runs_on_two_ranks_in_rehearsal():
+    """parallel_plan(2) shards build_model() so that it runs{{ " prefill and a decode step" if decode else "" }} on two ranks
+    (a fake process group in this process): no layer gets a style that does not fit it."""
+    rehearse(build_model, parallel_plan(2), example_inputs(), 2)
+
+
 def test_a_megatron_plan_over_layers_with_biases_shards():
     """Column-parallel biases are split, the row-parallel bias stays whole: both are right."""
     with tensor_parallel(select_backend().device) as ranks:
@@ -132,6 +137,23 @@ def test_plain_python_is_one_rank_even_with_master_addr_exported(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     with tensor_parallel(select_backend().device) as ranks:
         assert (ranks.rank, ranks.size) == (0, 1)
+
+
+def test_the_process_group_ends_with_its_block():
+    """tensor_parallel() starts the job's process group and destroys it on the way out."""
+    with tensor_parallel(select_backend().device):
+        assert dist.is_initialized()
+    assert not dist.is_initialized()
+
+
+def test_a_block_inside_a_job_joins_it_and_leaves_it_running():
+    """Within a job already joined (an enclosing block, a launcher of yours), a block runs as its
+    rank and leaves the process group to whoever started it."""
+    with tensor_parallel(select_backend().device) as outer:
+        with tensor_parallel(select_backend().device) as inner:
+            assert (inner.rank, inner.size) == (outer.rank, outer.size)
+        assert dist.is_initialized()
+        outer.gather(0)  # the group still works
 
 
 def test_a_plan_key_that_names_no_submodule_is_refused():

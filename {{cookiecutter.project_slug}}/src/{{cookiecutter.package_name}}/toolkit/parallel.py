@@ -284,10 +284,11 @@ def rehearse(
         )
 {%- if decode %}
         if whole := unsharded_caches(unsharded, start, plan):
+            shown = ", ".join(whole[:2]) + ", ..." * (len(whole) > 2)
             fix = (
-                f"the model writes {', '.join(whole)} (its KV cache) with every head, where a "
-                "rank computes only its share: shard it too, with the plan entry "
-                f"{cache_key(unsharded, whole)}: KVCacheParallel()"
+                f"the model writes {shown} (its KV cache) with every head, where a rank computes "
+                f"only its share: shard it too, with the plan entry {cache_key(unsharded, whole)}: "
+                "KVCacheParallel()"
             )
 {%- endif %}
         raise PlanError(
