@@ -44,7 +44,7 @@ from torch import nn
 {%- if tp %}
 from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel
 {%- endif %}
-{%- if tp %}
+{%- if tp and cookiecutter.custom_op == "none" %}
 
 from .toolkit.parallel import KVCacheParallel
 {%- endif %}
@@ -52,6 +52,9 @@ from .toolkit.parallel import KVCacheParallel
 
 # Registers {{ op }} (and its {{ "Meta" if cookiecutter.op_registration == "op_plugin" else "fake" }} function) before anything compiles.
 from . import {{ "meta_registrations" if cookiecutter.op_registration == "op_plugin" else "custom_op" }}  # noqa: F401
+{%- if tp %}
+from .toolkit.parallel import KVCacheParallel
+{%- endif %}
 {%- endif %}
 
 PROMPT_SHAPE = ({{ lead.batch }}, {{ dims[-2] }})
