@@ -3,8 +3,7 @@
 {%- if decode %}
 Each rank's KV cache holds only its own heads, and generation on two ranks chooses one device's
 tokens.
-{%- endif %}
-"""
+{%- endif %}"""
 
 {% if decode -%}
 import json
