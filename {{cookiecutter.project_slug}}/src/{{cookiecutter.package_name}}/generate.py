@@ -11,9 +11,10 @@ the same starting cache: eagerly, then in graph mode, and the tokens must agree.
 tokens, tokens per second of each and what warm-up captured; --json prints one object instead.
 {%- if tp %}
 
-It also runs on N ranks, `torchrun --nproc-per-node N -m {{ cookiecutter.package_name }} generate`: each rank
-holds its share of the heads (parallel_plan() in model.py), its KV cache only those heads, and
-rank 0 prints. Every rank must choose the same tokens, and eager's.
+It also runs on N ranks under torchrun (`torchrun --nproc-per-node N -m
+{{ cookiecutter.package_name }} generate`): each rank holds its share of the heads
+(parallel_plan() in model.py), its KV cache only those heads, and rank 0 prints. Every rank must
+choose the same tokens, and eager's.
 {%- endif %}
 
 Exit 0: generated, and graph mode chose the tokens eager chose. 1: they differ (`python -m
