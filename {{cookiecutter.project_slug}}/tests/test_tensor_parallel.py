@@ -39,7 +39,12 @@ from {{ cookiecutter.package_name }}.toolkit.parallel import (
     tensor_parallel,
 )
 {%- if decode %}
-from {{ cookiecutter.package_name }}.toolkit.state import State, save, state_mismatches, state_tensors
+from {{ cookiecutter.package_name }}.toolkit.state import (
+    State,
+    save,
+    state_mismatches,
+    state_tensors,
+)
 {%- endif %}
 
 
