@@ -35,6 +35,7 @@ CACHE_OP_PLUGIN_IN_PLACE = {"mode": "cache_compile", "custom_op": "in_place", "o
 OUT_OF_PLACE = {"custom_op": "out_of_place"}
 TENSOR_PARALLEL = {"parallel": "tensor_parallel"}
 DECODE = {"workload": "decode"}
+DECODE_TENSOR_PARALLEL = {**DECODE, **TENSOR_PARALLEL}
 
 
 @dataclass(frozen=True)
@@ -175,16 +176,16 @@ MUTATIONS = (
     Mutation(
         "check compares with assert_close's float32 defaults",
         f"{TOOLKIT}/check.py",
-        "    if differ := mismatches(output, expected):",
-        "    if differ := mismatches(output, expected, rtol=1.3e-6, atol=1e-5):",
+        "    if differ := mismatches(output, expected.output) + state_mismatches(end, expected.end):",
+        "    if differ := mismatches(output, expected.output, rtol=1.3e-6, atol=1e-5):",
         "tests/test_check.py -k tolerance",
         DEFAULT,
     ),
     Mutation(
         "bench compares outputs exactly",
         f"{TOOLKIT}/bench.py",
-        "        assert_same(clone(graph(*dummy_input)), eager(*dummy_input))",
-        "        assert_same(clone(graph(*dummy_input)), eager(*dummy_input), rtol=0.0, atol=0.0)",
+        "    found = mismatches(output, expected) + state_mismatches(graph_state, eager_state)",
+        "    found = mismatches(output, expected, rtol=0.0, atol=0.0)",
         "tests/test_contract.py -k bench",
         DEFAULT,
     ),
@@ -447,15 +448,15 @@ MUTATIONS = (
     Mutation(
         "a layer the ranks cannot split is accepted",
         f"{TOOLKIT}/parallel.py",
-        "            if split and split[1] % size:",
-        "            if False:",
+        "                if value % size == 0:\n                    continue",
+        "                if True:\n                    continue",
         "tests/test_tensor_parallel.py -k cannot_split",
         TENSOR_PARALLEL,
     ),
     Mutation(
         "the plan is checked but the sharded model never run",
         f"{TOOLKIT}/parallel.py",
-        "            wait_collectives(parallelize_module(model, mesh, plan)(*inputs))",
+        "            wait_collectives(exercise(parallelize_module(model, mesh, plan), inputs))",
         "            parallelize_module(model, mesh, plan)",
         "tests/test_doctor.py -k cannot_run",
         TENSOR_PARALLEL,
@@ -495,9 +496,9 @@ MUTATIONS = (
     Mutation(
         "the process group outlives the MRE",
         f"{TOOLKIT}/parallel.py",
-        "        raise\n    finally:\n        dist.destroy_process_group()",
-        "        raise\n    finally:\n        pass",
-        "tests/test_mre.py tests/test_tensor_parallel.py -k 'report or shards_every_layer'",
+        "        if not joined:\n            dist.destroy_process_group()",
+        "        pass",
+        "tests/test_tensor_parallel.py -k ends_with_its_block",
         TENSOR_PARALLEL,
     ),
     Mutation(
@@ -511,8 +512,8 @@ MUTATIONS = (
     Mutation(
         "an exported MASTER_ADDR makes plain python wait for a rendezvous",
         f"{TOOLKIT}/parallel.py",
-        '    if "WORLD_SIZE" in os.environ:',
-        '    if "MASTER_ADDR" in os.environ:',
+        '    elif "WORLD_SIZE" in os.environ:',
+        '    elif "MASTER_ADDR" in os.environ:',
         "tests/test_tensor_parallel.py -k plain_python",
         TENSOR_PARALLEL,
     ),
@@ -653,6 +654,63 @@ MUTATIONS = (
         "worker=None,",
         "tests/test_profile.py -k torchrun_ranks_each_write",
         TENSOR_PARALLEL,
+    ),
+    # Decode with tensor parallelism: each rank's cache holds only the heads the rank computes.
+    Mutation(
+        "the cache keeps every head on every rank",
+        f"{TOOLKIT}/parallel.py",
+        "                tensor.data = self.local(tensor.data, rank, size)",
+        "                tensor.data = tensor.data",
+        "tests/test_tensor_parallel.py -k own_heads",
+        DECODE_TENSOR_PARALLEL,
+    ),
+    Mutation(
+        "the cache keeps another rank's heads",
+        f"{TOOLKIT}/parallel.py",
+        "        return tensor.chunk(size, self.dim)[rank].clone()",
+        "        return tensor.chunk(size, self.dim)[size - 1 - rank].clone()",
+        "tests/test_tensor_parallel.py -k own_heads",
+        DECODE_TENSOR_PARALLEL,
+    ),
+    Mutation(
+        "a cache whose heads the ranks cannot split is accepted",
+        f"{TOOLKIT}/parallel.py",
+        "        heads = style.heads(module)\n",
+        "        heads = {}\n",
+        "tests/test_tensor_parallel.py -k heads_the_ranks_cannot_split",
+        DECODE_TENSOR_PARALLEL,
+    ),
+    Mutation(
+        "the sample's plan leaves the KV cache whole",
+        f"{PACKAGE}/model.py",
+        '        "layers.*.kv_cache": KVCacheParallel(),\n',
+        "",
+        "tests/test_tensor_parallel.py -k rehearsal",
+        DECODE_TENSOR_PARALLEL,
+    ),
+    Mutation(
+        "a rehearsal that fails on a whole cache does not name the entry to add",
+        f"{TOOLKIT}/parallel.py",
+        "        if not torch.equal(tensor, start[path]) and not path.startswith(tuple(sharded))",
+        "        if False",
+        "tests/test_tensor_parallel.py -k leaves_the_cache_whole",
+        DECODE_TENSOR_PARALLEL,
+    ),
+    Mutation(
+        "generate under torchrun: every rank prints",
+        f"{PACKAGE}/generate.py",
+        '    if not ranks.is_first:\n        return 0 if result["matches_eager"] else 1\n',
+        "",
+        "tests/test_tensor_parallel.py -k two_ranks_generate",
+        DECODE_TENSOR_PARALLEL,
+    ),
+    Mutation(
+        "generate under torchrun: ranks start from different seeds",
+        f"{PACKAGE}/generate.py",
+        "    torch.manual_seed(0)\n    model = ranks.shard(",
+        "    torch.manual_seed(ranks.rank)\n    model = ranks.shard(",
+        "tests/test_tensor_parallel.py -k 'two_ranks_generate or share_of_the_heads'",
+        DECODE_TENSOR_PARALLEL,
     ),
 )
 

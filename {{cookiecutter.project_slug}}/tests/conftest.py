@@ -46,7 +46,7 @@ from {{ cookiecutter.package_name }} import model
 from {{ cookiecutter.package_name }}.model import build_model, example_inputs
 from {{ cookiecutter.package_name }}.mre import infer_one_step
 {%- if tp %}
-from {{ cookiecutter.package_name }}.toolkit import export
+from {{ cookiecutter.package_name }}.toolkit import export{{ ", parallel" if decode else "" }}
 {%- endif %}
 from {{ cookiecutter.package_name }}.toolkit.backend import npu_status, select_backend
 from {{ cookiecutter.package_name }}.toolkit.check import error_frame
@@ -257,7 +257,7 @@ class TwoRanks(NamedTuple):
     size: int
     """RANKS: the world size of the run."""
     results: dict[int, dict[str, dict[str, Any]]]
-    """What each rank saved (two_ranks.py), by rank then step: portable, mre, bench, profile."""
+    """What each rank saved (two_ranks.py), by rank then step: portable, mre, bench, profile{{ ", generate" if decode else "" }}."""
 
 
 def needs_ranks() -> str | None:
@@ -313,6 +313,10 @@ def swapped_styles(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3, 4),))
     plan = {"0": RowwiseParallel(), "1": ColwiseParallel()}
     monkeypatch.setattr(model, "parallel_plan", lambda world_size: plan)
+{%- if decode %}
+    # A one-step model: the rehearsal runs its example inputs as the step, with no prefill.
+    monkeypatch.setattr(parallel, "first_step", lambda model, *inputs: inputs)
+{%- endif %}
 {%- endif %}
 
 

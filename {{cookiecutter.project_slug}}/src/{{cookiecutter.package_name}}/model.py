@@ -26,7 +26,8 @@
   runs padded up to the next size.
 {%- if tp %}
 - `parallel_plan(world_size)` returns how parallelize_module shards build_model() across the
-  ranks of a torchrun job: submodule names to ColwiseParallel / RowwiseParallel.
+  ranks of a torchrun job: submodule names to ColwiseParallel / RowwiseParallel, and the
+  modules that hold the KV cache to KVCacheParallel (each rank keeps the heads it computes).
 {%- endif %}
 - Optional: `TOLERANCES`, how far graph mode may be from eager per dtype, e.g.
   `{torch.bfloat16: {"rtol": 5e-2, "atol": 1e-1}}` (README, section 'Tolerances').
@@ -43,10 +44,17 @@ from torch import nn
 {%- if tp %}
 from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel
 {%- endif %}
+{%- if tp and cookiecutter.custom_op == "none" %}
+
+from .toolkit.parallel import KVCacheParallel
+{%- endif %}
 {%- if cookiecutter.custom_op != "none" %}
 
 # Registers {{ op }} (and its {{ "Meta" if cookiecutter.op_registration == "op_plugin" else "fake" }} function) before anything compiles.
 from . import {{ "meta_registrations" if cookiecutter.op_registration == "op_plugin" else "custom_op" }}  # noqa: F401
+{%- if tp %}
+from .toolkit.parallel import KVCacheParallel
+{%- endif %}
 {%- endif %}
 
 PROMPT_SHAPE = ({{ lead.batch }}, {{ dims[-2] }})
@@ -185,8 +193,9 @@ def parallel_plan(world_size: int) -> dict[str, ParallelStyle]:
 
     Column-parallel projections in, row-parallel out (Megatron-style), in every block: each rank
     holds HEADS / world_size attention heads and a 1 / world_size slice of the MLP, and the
-    row-parallel layers all-reduce, so every rank's output is the full one. `*` matches one part
-    of a submodule name.
+    row-parallel layers all-reduce, so every rank's output is the full one. Each rank's KV cache
+    keeps only its own heads, the ones its k and v projections compute (KVCacheParallel), as
+    gpt-fast and vllm-ascend size a rank's cache. `*` matches one part of a submodule name.
     """
     if HEADS % world_size:
         raise ValueError(
@@ -197,6 +206,7 @@ def parallel_plan(world_size: int) -> dict[str, ParallelStyle]:
         "layers.*.q_proj": ColwiseParallel(),
         "layers.*.k_proj": ColwiseParallel(),
         "layers.*.v_proj": ColwiseParallel(),
+        "layers.*.kv_cache": KVCacheParallel(),
         "layers.*.o_proj": RowwiseParallel(),
         "layers.*.up": ColwiseParallel(),
         "layers.*.down": RowwiseParallel(),
