@@ -31,6 +31,7 @@ REMOVE_WHEN = {
     ("op_registration", "op_plugin"): TORCH_LIBRARY_FILES,
     ("parallel", "none"): [
         "src/{package}/toolkit/parallel.py",
+        "src/{package}/toolkit/rank_failure.py",
         "tests/test_tensor_parallel.py",
         "tests/two_ranks.py",
     ],

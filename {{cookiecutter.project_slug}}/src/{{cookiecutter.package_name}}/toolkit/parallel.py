@@ -32,6 +32,8 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
+from .rank_failure import report_when_uncaught
+
 Plan = dict[str, ParallelStyle]
 
 # A rank that waits for a failed one: torchrun stops the others as soon as one rank exits with an
@@ -140,6 +142,18 @@ def check_plan(model: nn.Module, plan: Plan, size: int) -> None:
 
 
 @contextmanager
+def quiet_rule_failures() -> Iterator[None]:
+    """No log of each failed sharding or shape rule: torch logs one, traceback and all, before it
+    raises the error that says the same (once per rank under torchrun)."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    level, log.level = log.level, logging.CRITICAL
+    try:
+        yield
+    finally:
+        log.level = level
+
+
+@contextmanager
 def fake_ranks(size: int) -> Iterator[DeviceMesh]:
     """A CPU mesh of `size` ranks in this one process: DTensor applies every sharding rule and
     computes rank 0's shapes, while the collectives move nothing. It is torch's own fake process
@@ -188,11 +202,8 @@ def rehearse(
             # Registered before parallelize_module's own hooks, so they run first.
             module.register_forward_pre_hook(partial(enter, entry))
             module.register_forward_hook(leave)
-    # DTensor logs every failed sharding rule before it raises: the error below says it once.
-    quiet = logging.getLogger("torch._subclasses.fake_tensor")
-    level, quiet.level = quiet.level, logging.CRITICAL
     try:
-        with fake_ranks(size) as mesh, torch.no_grad():
+        with quiet_rule_failures(), fake_ranks(size) as mesh, torch.no_grad():
             wait_collectives(parallelize_module(model, mesh, plan)(*inputs))
     except Exception as error:  # noqa: BLE001  (the model's or the plan's: told apart below)
         with torch.no_grad():
@@ -204,8 +215,6 @@ def rehearse(
             "  fix: give each layer the style its place needs (ColwiseParallel for layers that "
             "widen, RowwiseParallel for the one that narrows after them), or drop the entry"
         ) from None
-    finally:
-        quiet.level = level
 
 
 def this_process() -> tuple[int, int, int]:
@@ -244,13 +253,16 @@ def tensor_parallel(device_type: str) -> Iterator[Ranks]:
     """This process as one rank of a tensor-parallel job on "npu" or "cpu", until the block ends.
 
     The process group is destroyed on the way out, error or not. A rank's error is recorded for
-    torchrun, whose summary then names the failed rank and its traceback.
+    torchrun, whose summary then names the failed rank; if it ends the rank, the first rank to
+    fail prints its root cause in a few lines, and the others add nothing (rank_failure.py).
     """
     ranks = start(device_type)
     try:
-        yield ranks
+        with quiet_rule_failures():
+            yield ranks
     except BaseException as error:
         ErrorHandler().record_exception(error)
+        report_when_uncaught(error, ranks.rank, ranks.size)
         raise
     finally:
         dist.destroy_process_group()
