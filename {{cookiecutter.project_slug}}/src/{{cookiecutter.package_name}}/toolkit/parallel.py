@@ -24,7 +24,6 @@ import torch.utils._pytree as pytree
 from torch import nn
 from torch.distributed._functional_collectives import AsyncCollectiveTensor
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     ParallelStyle,
@@ -252,16 +251,15 @@ def start(device_type: str) -> Ranks:
 def tensor_parallel(device_type: str) -> Iterator[Ranks]:
     """This process as one rank of a tensor-parallel job on "npu" or "cpu", until the block ends.
 
-    The process group is destroyed on the way out, error or not. A rank's error is recorded for
-    torchrun, whose summary then names the failed rank; if it ends the rank, the first rank to
-    fail prints its root cause in a few lines, and the others add nothing (rank_failure.py).
+    The process group is destroyed on the way out, error or not. An error that ends the rank is
+    recorded for torchrun, whose summary then names the failed rank, and the first rank to fail
+    prints its root cause in a few lines; the others add nothing (rank_failure.py).
     """
     ranks = start(device_type)
     try:
         with quiet_rule_failures():
             yield ranks
     except BaseException as error:
-        ErrorHandler().record_exception(error)
         report_when_uncaught(error, ranks.rank, ranks.size)
         raise
     finally:

@@ -10,6 +10,7 @@ torchrun's summary reads holds the cause as its message and points at those line
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -105,7 +106,7 @@ def first_to_fail(rank: int, cause: str) -> tuple[int, str]:
     """The rank that failed first and its cause, claimed atomically in torchrun's store; this
     rank and its cause when the store cannot be reached."""
     claim = f"{rank}\n{cause}"
-    try:
+    with contextlib.suppress(Exception):  # no store: this rank says it all rather than nothing
         store = dist.TCPStore(
             os.environ["MASTER_ADDR"],
             int(os.environ["MASTER_PORT"]),
@@ -113,8 +114,6 @@ def first_to_fail(rank: int, cause: str) -> tuple[int, str]:
             timeout=STORE_TIMEOUT,
         )
         claim = store.compare_set(STORE_KEY, "", claim).decode()
-    except Exception:  # noqa: BLE001  (no store: say it all here rather than nothing)
-        pass
     first, _, first_cause = claim.partition("\n")
     return int(first), first_cause
 
@@ -128,19 +127,24 @@ def report(error: BaseException, rank: int, size: int, error_file: Path) -> list
     first, first_cause = first_to_fail(rank, cause)
     full = error_file.with_name("traceback.txt")
     full.write_text("".join(traceback.format_exception(error)))
-    lines = []
-    if first != rank and first_cause == cause:
-        shown = f"the same {type(root).__name__} as rank {first}, on its stderr"
+    if first != rank:
+        # Most often a consequence (a collective whose peer is gone): one line, if not the same.
+        same = first_cause == cause
+        lines = [] if same else [f"failed after rank {first}: {cause[: LONGEST // 3]}"]
+        shown = (
+            f"the same {type(root).__name__} as rank {first}, printed on its stderr"
+            if same
+            else f"{type(root).__name__} after rank {first} failed, printed on rank {rank}'s stderr"
+        )
     else:
-        lines.append(cause)
+        lines = [cause]
         if at and at not in cause:
             lines.append(f"  at {at}")
         if error is not root:
             lines.append(f"  raised as {one_line(error, first_only=True)}")
         if tip := hint(cause, size):
             lines.append(f"  hint: {tip}")
-        order = "the first" if first == rank else f"after rank {first}"
-        lines.append(f"  full traceback ({order} of {size} ranks to fail): {full}")
+        lines.append(f"  full traceback (the first of {size} ranks to fail): {full}")
         shown = f"{type(root).__name__}, printed first on rank {rank}'s stderr"
     # What torchrun's summary reads: the cause for a scheduler, a pointer for people.
     message = {
@@ -165,7 +169,9 @@ def report_when_uncaught(error: BaseException, rank: int, size: int) -> None:
         return
     previous: Callable[..., None] = sys.excepthook
 
-    def excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    def excepthook(
+        kind: type[BaseException], value: BaseException, tb: TracebackType | None
+    ) -> None:
         if value is not error:
             previous(kind, value, tb)
             return
