@@ -530,6 +530,13 @@ MUTATIONS = (
         "tests/test_own_models.py -k 'float and input and every_tool'",
     ),
     Mutation(
+        "the suite fails a model whose data files export rightly refuses",
+        f"{PROJECT}/tests/conftest.py",
+        '            return f"export refuses this model, as it should: {error}"',
+        '            return ""',
+        "tests/test_own_models.py -k data_file",
+    ),
+    Mutation(
         "every failing rank prints its root cause",
         f"{TOOLKIT}/rank_failure.py",
         "    if first != rank:\n",

@@ -159,7 +159,7 @@ def test_a_float_input_is_named_as_baked_into_the_graph(tmp_path):
 
 
 DATA_FILES = {
-    "through Path(__file__).parent": ("data_files/weights_beside.py", "model.py:5 through __file__"),
+    "through Path(__file__).parent": ("data_files/weights_beside.py", "model.py:6 through __file__"),
     "through importlib.resources": (
         "data_files/weights_resource.py",
         "model.py:1 through importlib.resources",
