@@ -42,8 +42,8 @@ def chain(error: BaseException) -> list[BaseException]:
     links = [error]
     while True:
         last = links[-1]
-        wrapped = last.__suppress_context__ and not isinstance(last, TorchDynamoException)
-        inner = last.__cause__ or (None if wrapped else last.__context__)
+        hidden = last.__suppress_context__ and not isinstance(last, TorchDynamoException)
+        inner = last.__cause__ or (None if hidden else last.__context__)
         if inner is None or inner in links:
             return links
         links.append(inner)
@@ -93,6 +93,7 @@ def where(links: list[BaseException]) -> str:
 
 
 def hint(cause: str, size: int) -> str:
+    """What to run next for a cause this module recognises; empty for any other."""
     if "Sharding propagation" in cause or "DTensor" in cause:
         return (
             f"a sharded layer met inputs its plan entry does not fit: `python -m "
