@@ -93,7 +93,7 @@ def where(links: list[BaseException]) -> str:
 
 
 def hint(cause: str, size: int) -> str:
-    """What to run next for a cause this module recognises; empty for any other."""
+    """What to run next for a cause this module knows; empty for any other."""
     if "Sharding propagation" in cause or "DTensor" in cause:
         return (
             f"a sharded layer met inputs its plan entry does not fit: `python -m "
