@@ -269,16 +269,20 @@ def needs_ranks() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def two_ranks_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch | str]:
+def two_ranks_launch(
+    tmp_path_factory: pytest.TempPathFactory, export_refusal: str
+) -> Iterator[Launch | str]:
     """two_ranks.py on RANKS ranks under torchrun, started in the background (the other tests run
-    meanwhile), or why it cannot run here. The ranks run the portable export written here."""
+    meanwhile), or why it cannot run here. The ranks run the portable export written here (none
+    when export refuses your model's data files)."""
     if reason := needs_ranks():
         yield reason
         return
     folder = tmp_path_factory.mktemp("ranks")
     portable = folder / "portable.py"
     # Written without export's own run of it: the ranks run it (test_export.py runs export whole).
-    portable.write_text(export.export("portable"))
+    if not export_refusal:
+        portable.write_text(export.export("portable"))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     command += [f"--nproc-per-node={RANKS}", str(WORKER), str(folder), str(portable)]
     # One thread per rank: the ranks share this machine's cores, with this process too.

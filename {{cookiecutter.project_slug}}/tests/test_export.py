@@ -234,6 +234,7 @@ def test_a_file_whose_output_differs_is_not_written(mre_run, monkeypatch, tmp_pa
 {%- if tp %}
 
 
+@pytest.mark.usefixtures("bundles")
 def test_portable_export_runs_under_torchrun(mre_run, two_ranks):
     """Under torchrun the portable file runs on two ranks, with the project unimportable, and every
     rank computes what the MRE computed.
