@@ -29,6 +29,11 @@ REMOVE_WHEN = {
     ("custom_op", "none"): [*TORCH_LIBRARY_FILES, *OP_PLUGIN_FILES, "tests/test_custom_op.py"],
     ("op_registration", "torch_library"): OP_PLUGIN_FILES,
     ("op_registration", "op_plugin"): TORCH_LIBRARY_FILES,
+    ("workload", "forward"): [
+        "src/{package}/generate.py",
+        "src/{package}/toolkit/decode.py",
+        "tests/test_generate.py",
+    ],
     ("parallel", "none"): [
         "src/{package}/toolkit/parallel.py",
         "src/{package}/toolkit/rank_failure.py",

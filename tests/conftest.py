@@ -50,16 +50,24 @@ TP_VARIANTS = [
     },
 ]
 CODE_VARIANTS += TP_VARIANTS
+# Decode changes the model, the MRE, the tools and the tests: every code variant again, baked,
+# linted and checked. The full tier runs the suites of the decode variants whose code differs: each
+# mode with no op, each op style's in-place op (the cache update), and tensor parallelism.
+DECODE_VARIANTS = [{"workload": "decode", **answers} for answers in CODE_VARIANTS]
+DECODE_SUITES = [DECODE_VARIANTS[index] for index in (0, 2, 5, 6, 9, 11, 13)]
 # The default tier runs these variants' own suites: together they hold each distinct piece of
 # generated code once (each mode, with and without tensor parallelism; each op kind in each
-# registration style; no op). The full tier runs every code variant's suite.
+# registration style; no op; decode). The full tier runs every suite variant's.
 REPRESENTATIVE_VARIANTS = [
     {"mode": "npugraph_ex", "custom_op": "none"},
     {"mode": "npugraph_ex", "custom_op": "in_place", "op_registration": "torch_library"},
     {"mode": "cache_compile", "custom_op": "out_of_place", "op_registration": "op_plugin"},
     TP_VARIANTS[1],  # npugraph_ex, tensor parallel, in-place op-plugin op
     TP_VARIANTS[3],  # cache_compile, tensor parallel, out-of-place torch.library op
+    DECODE_VARIANTS[9],  # decode, cache_compile, in-place op-plugin op
 ]
+SUITE_VARIANTS = CODE_VARIANTS + DECODE_SUITES
+CODE_VARIANTS = CODE_VARIANTS + DECODE_VARIANTS
 
 
 def variant_id(answers: dict[str, str]) -> str:

@@ -34,6 +34,7 @@ DEFAULT: dict[str, str] = {}
 CACHE_OP_PLUGIN_IN_PLACE = {"mode": "cache_compile", "custom_op": "in_place", "op_registration": "op_plugin"}
 OUT_OF_PLACE = {"custom_op": "out_of_place"}
 TENSOR_PARALLEL = {"parallel": "tensor_parallel"}
+DECODE = {"workload": "decode"}
 
 
 @dataclass(frozen=True)
@@ -222,9 +223,9 @@ MUTATIONS = (
     Mutation(
         "check's rungs start from the state the eager reference left",
         f"{TOOLKIT}/check.py",
-        "        restore(model, state)\n",
+        "            restore(model, expected.start)\n",
         "",
-        "tests/test_check.py -k state",
+        "tests/test_check.py -k starts_from_the_state",
         DEFAULT,
     ),
     # cache_compile mode, with an in-place op-plugin operator.
@@ -556,6 +557,82 @@ MUTATIONS = (
         "        with quiet_rule_failures():\n            yield ranks",
         "        yield ranks",
         "tests/test_tensor_parallel.py -k root_cause_first_and_once",
+    ),
+    # Models with state: a graph must leave the state eager leaves, from the state eager started.
+    Mutation(
+        "check compares the output but not the state the call left",
+        f"{TOOLKIT}/check.py",
+        " + state_mismatches(end, expected.end)",
+        "",
+        "tests/test_check.py -k drops_a_state_write",
+        DEFAULT,
+    ),
+    Mutation(
+        "bench compares the output but not the state the call left",
+        f"{TOOLKIT}/bench.py",
+        " + state_mismatches(graph_state, eager_state)",
+        "",
+        "tests/test_state.py -k bench",
+        DEFAULT,
+    ),
+    Mutation(
+        "restore puts the state back at new addresses",
+        f"{TOOLKIT}/state.py",
+        "                tensor.copy_(value)",
+        "                tensor.data = value.clone()",
+        "tests/test_state.py -k in_place",
+        DEFAULT,
+    ),
+    Mutation(
+        "tensors marked static are not state",
+        f"{TOOLKIT}/state.py",
+        '        if hasattr(value, "_dynamo_static_input_type") and not isinstance(value, nn.Parameter):',
+        "        if False:",
+        "tests/test_state.py -k marked",
+        DEFAULT,
+    ),
+    # Decode: a static KV cache, one graph per capture size, a batch padded up to its size.
+    Mutation(
+        "the decode graph's cache write is lost",
+        f"{TOOLKIT}/decode.py",
+        "        logits = logits_of(self.compiled[size](tokens, input_pos))[:batch]\n",
+        "        kept = save(self.model)\n"
+        "        logits = logits_of(self.compiled[size](tokens, input_pos))[:batch]\n"
+        "        restore(self.model, kept)\n",
+        "tests/test_generate.py -k each_capture_size",
+        DECODE,
+    ),
+    Mutation(
+        "the sample's cache update keeps only the last position (prefill loses the rest)",
+        f"{PACKAGE}/model.py",
+        "        self.v_cache[:batch, :, input_pos] = v",
+        "        self.v_cache[:batch, :, input_pos[-1]] = v[:, :, -1]",
+        "tests/test_generate.py -k recomputing",
+        DECODE,
+    ),
+    Mutation(
+        "input_pos goes to the decode step as a Python int",
+        f"{PACKAGE}/generate.py",
+        "        logits = step(token, input_pos)",
+        "        logits = step(token, int(input_pos))",
+        "tests/test_generate.py -k no_recompile_across_positions",
+        DECODE,
+    ),
+    Mutation(
+        "a padded batch hands back the padding rows",
+        f"{TOOLKIT}/decode.py",
+        "        logits = logits_of(self.compiled[size](tokens, input_pos))[:batch]",
+        "        logits = logits_of(self.compiled[size](tokens, input_pos))[-batch:]",
+        "tests/test_generate.py -k padded",
+        DECODE,
+    ),
+    Mutation(
+        "warm-up skips the largest capture size",
+        f"{TOOLKIT}/decode.py",
+        "        for size in self.limits.capture_sizes:\n            tokens = torch.zeros(",
+        "        for size in self.limits.capture_sizes[:-1]:\n            tokens = torch.zeros(",
+        "tests/test_generate.py -k one_graph_per_capture_size",
+        DECODE,
     ),
 )
 

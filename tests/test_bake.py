@@ -33,6 +33,7 @@ COMMON_FILES = {
     "src/{package}/toolkit/doctor.py",
     "src/{package}/toolkit/export.py",
     "src/{package}/toolkit/report.py",
+    "src/{package}/toolkit/state.py",
     "tests/conftest.py",
     "tests/test_backend.py",
     "tests/test_bench.py",
@@ -45,6 +46,7 @@ COMMON_FILES = {
     "tests/test_mre.py",
     "tests/test_npugraph_ex.py",
     "tests/test_readme.py",
+    "tests/test_state.py",
 }
 MODE_FILES = {
     "npugraph_ex": set(),
@@ -91,8 +93,15 @@ def files_in(project: Path) -> set[str]:
     return {path.relative_to(project).as_posix() for path in project.rglob("*") if path.is_file()}
 
 
+WORKLOAD_FILES = {
+    "forward": set(),
+    "decode": {"src/{package}/generate.py", "src/{package}/toolkit/decode.py", "tests/test_generate.py"},
+}
+
+
 def expected_files(answers: dict[str, str]) -> set[str]:
     files = COMMON_FILES | MODE_FILES[answers["mode"]] | PARALLEL_FILES[answers["parallel"]]
+    files |= WORKLOAD_FILES[answers["workload"]]
     if answers["custom_op"] != "none":
         files |= OP_FILES[answers["op_registration"]]
     return files

@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from conftest import CHOICES, CODE_VARIANTS, REPRESENTATIVE_VARIANTS, package_of, run_in, variant_id
+from conftest import (
+    CHOICES,
+    CODE_VARIANTS,
+    REPRESENTATIVE_VARIANTS,
+    SUITE_VARIANTS,
+    package_of,
+    run_in,
+    variant_id,
+)
 
 VERSIONS = CHOICES["torch_npu_version"]
 
@@ -84,7 +92,7 @@ def variant_run(baked, tmp_path_factory: pytest.TempPathFactory):
 
 
 def per_variant(test):
-    """Parametrize over the code variants, each in its own xdist group (its tests share a run);
+    """Parametrize over the suite variants, each in its own xdist group (its tests share a run);
     variants other than the representative ones are in the full tier."""
     cases = [
         pytest.param(
@@ -95,7 +103,7 @@ def per_variant(test):
             # Two ranks under torchrun take longest: start them first.
             + ([pytest.mark.slow] if answers.get("parallel") == "tensor_parallel" else []),
         )
-        for answers in CODE_VARIANTS
+        for answers in SUITE_VARIANTS
     ]
     return pytest.mark.parametrize("answers", cases)(test)
 

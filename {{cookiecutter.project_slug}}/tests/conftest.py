@@ -1,5 +1,6 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
 """Shared fixtures: the `npu` marker, the MRE run once for the whole suite{{ ", the two-rank run" if tp else "" }}.
 
 The tests ask for what they need by name (pytest fixtures); nothing here is imported.
@@ -51,6 +52,9 @@ from {{ cookiecutter.package_name }}.toolkit import export
 from {{ cookiecutter.package_name }}.toolkit.backend import npu_status, select_backend
 from {{ cookiecutter.package_name }}.toolkit.check import error_frame
 from {{ cookiecutter.package_name }}.toolkit.contract import to_device
+{%- if decode %}
+from {{ cookiecutter.package_name }}.toolkit.decode import first_step
+{%- endif %}
 
 # Hide what is imported so far (torch's large object graph) from the garbage collector: every full
 # collection, and pytest runs several, would walk it again.
@@ -132,15 +136,30 @@ def mre_run(mre_attempt: MreRun | MreFailure) -> MreRun:
     return mre_attempt
 
 
+class EagerStep(NamedTuple):
+    dummy_input: tuple[Any, ...]
+    output: Any
+
+
 @pytest.fixture(scope="session")
-def eager_output() -> Any:
-    """The model run without graph mode{{ " on one device, unsharded" if tp else "" }}, on the MRE's seeded weights and inputs."""
+def eager_step() -> EagerStep:
+    """The MRE's step run without graph mode{{ " on one device, unsharded" if tp else "" }}, on its seeded weights and inputs{{ " (after the same eager prefill)" if decode else "" }}."""
     torch.manual_seed(0)
     device = select_backend().device
     model = build_model().to(device).eval()
-    dummy_input = to_device(example_inputs(), device)
     with torch.no_grad():
-        return model(*dummy_input)
+{%- if decode %}
+        dummy_input = first_step(model, *to_device(example_inputs(), device))
+{%- else %}
+        dummy_input = to_device(example_inputs(), device)
+{%- endif %}
+        return EagerStep(dummy_input, model(*dummy_input))
+
+
+@pytest.fixture(scope="session")
+def eager_output(eager_step: EagerStep) -> Any:
+    """The output of eager_step: what graph mode must compute."""
+    return eager_step.output
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from torch.utils._pytree import tree_map_only
 from {{ cookiecutter.package_name }}.model import example_inputs
 from {{ cookiecutter.package_name }}.toolkit import bench
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, Backend, select_backend
-from {{ cookiecutter.package_name }}.toolkit.contract import describe_tree, to_device
+from {{ cookiecutter.package_name }}.toolkit.contract import describe_tree
 {%- if tp %}
 from {{ cookiecutter.package_name }}.toolkit.parallel import fake_ranks
 {%- endif %}
@@ -108,12 +108,12 @@ def test_json_is_one_object_with_every_field(json_result):
     assert set(json_result["speedup"]) >= {"median", "p25", "p75"}
 
 
-def test_json_values_are_sane(json_result):
+def test_json_values_are_sane(json_result, eager_step):
     """The outputs match, nothing recompiles, and every time and ratio is positive and ordered."""
     result = json_result
     backend = select_backend()
     assert (result["backend"], result["reason"]) == (backend.name, backend.reason)
-    inputs = describe_tree(to_device(example_inputs(), backend.device))
+    inputs = describe_tree(eager_step.dummy_input)
     assert (result["device"], result["inputs"]) == (backend.device, inputs)
     assert (result["iters"], result["warmup"]) == (3, 1)
     assert result["outputs_match"] is True

@@ -1,4 +1,7 @@
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
+{#- What a test that swaps model.py for a small model of its own also needs. -#}
+{%- set swapped = (", no_plan" if tp else "") ~ (", one_step_model" if decode else "") -%}
 """check: the sample is ready for graph mode; a graph break is found, located and explained;
 constant inputs and outputs that differ from eager are named, with the numbers; each rung starts
 from the state eager started from."""
@@ -6,7 +9,7 @@ from the state eager started from."""
 import json
 from pathlib import Path
 
-{% if tp -%}
+{% if tp or decode -%}
 import pytest
 {% endif -%}
 import torch
@@ -20,6 +23,22 @@ from {{ cookiecutter.package_name }}.toolkit import check
 from {{ cookiecutter.package_name }}.toolkit.contract import tolerances
 
 
+{% if decode -%}
+@pytest.fixture
+def one_step_model(monkeypatch):
+    """For a model.py swapped for a one-step model: check runs its example inputs as the step,
+    with no prefill, and new data from seed 1 as the step after (as in a forward project)."""
+
+    def new_data(*inputs):
+        torch.manual_seed(1)
+        device = next(x.device for x in inputs if isinstance(x, torch.Tensor))
+        return check.to_device(model.example_inputs(), device)
+
+    monkeypatch.setattr(check, "first_step", lambda model, *inputs: inputs)
+    monkeypatch.setattr(check, "next_step", new_data)
+
+
+{% endif -%}
 {% if tp -%}
 @pytest.fixture
 def no_plan(monkeypatch):
@@ -49,7 +68,7 @@ class PrintsInForward(nn.Module):
         return x * 2
 
 
-def test_a_graph_break_is_listed_with_its_line_and_a_hint(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+def test_a_graph_break_is_listed_with_its_line_and_a_hint(capsys, monkeypatch{{ swapped }}):
     """A print() in forward is a break reported at its file:line, with the fix, and exit 1."""
     monkeypatch.setattr(model, "build_model", PrintsInForward)
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(2),))
@@ -63,7 +82,7 @@ def test_a_graph_break_is_listed_with_its_line_and_a_hint(capsys, monkeypatch{{ 
     assert {rung["name"]: rung["status"] for rung in result["rungs"]}["aot_eager"] == "fail"
 
 
-def test_float_token_ids_get_the_dtype_hint(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+def test_float_token_ids_get_the_dtype_hint(capsys, monkeypatch{{ swapped }}):
     """An embedding fed floats cannot run at all: exit 2, and the hint says token ids are integers."""
     monkeypatch.setattr(model, "build_model", lambda: nn.Embedding(16, 4))
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.zeros(2, 3),))
@@ -83,7 +102,7 @@ class CountsCalls(nn.Module):
         return x * self.calls
 
 
-def test_a_recompile_on_the_next_call_is_a_problem(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+def test_a_recompile_on_the_next_call_is_a_problem(capsys, monkeypatch{{ swapped }}):
     """A model that compiles again on its second call is named as recompiling: exit 1."""
     monkeypatch.setattr(model, "build_model", CountsCalls)
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3),))
@@ -98,7 +117,7 @@ class Scale(nn.Module):
         return x * scale
 
 
-def test_a_non_tensor_input_is_a_warning_naming_its_path(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+def test_a_non_tensor_input_is_a_warning_naming_its_path(capsys, monkeypatch{{ swapped }}):
     """A float input is named by its path and value as baked into the graph, with the 0-d tensor
     fix: a warning, since the model runs, so the exit stays 0."""
     monkeypatch.setattr(model, "build_model", Scale)
@@ -121,7 +140,7 @@ class OffUnderCompile(nn.Module):
         return {"logits": x.clone(), "hidden": x + off}
 
 
-def test_a_differing_output_names_the_leaf_and_the_numbers(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+def test_a_differing_output_names_the_leaf_and_the_numbers(capsys, monkeypatch{{ swapped }}):
     """A rung whose output differs names the leaf, the elements beyond the tolerance of how many,
     and the largest differences against rtol and atol, as JSON fields: exit 1."""
     monkeypatch.setattr(model, "build_model", OffUnderCompile)
@@ -137,7 +156,7 @@ def test_a_differing_output_names_the_leaf_and_the_numbers(capsys, monkeypatch{{
     assert {mismatch["rtol"], mismatch["atol"]} == set(tolerances(torch.float32).values())
 
 
-def test_the_table_shows_how_an_output_differs(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+def test_the_table_shows_how_an_output_differs(capsys, monkeypatch{{ swapped }}):
     """The report names the differing leaf, its count and its largest differences, not just
     'not close'."""
     monkeypatch.setattr(model, "build_model", OffUnderCompile)
@@ -158,7 +177,7 @@ class RoundsUnderCompile(nn.Module):
         return x * (1 + 1e-5) if torch.compiler.is_compiling() else x.clone()
 
 
-def test_check_compares_within_the_dtypes_tolerance(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+def test_check_compares_within_the_dtypes_tolerance(capsys, monkeypatch{{ swapped }}):
     """A rounding difference passes float32's tolerance; model.py's TOLERANCES, exact, fails it."""
     monkeypatch.setattr(model, "build_model", RoundsUnderCompile)
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.linspace(1, 4, 8),))
@@ -177,16 +196,35 @@ class CountsSteps(nn.Module):
         self.register_buffer("steps", torch.zeros(()))
 
     def forward(self, x):
-        self.steps += 1
+        self.steps.add_(1)  # in place, as a cache write: the graph must make it
         return x * self.steps
 
 
-def test_each_rung_starts_from_the_state_eager_started_from(capsys, monkeypatch{{ ", no_plan" if tp else "" }}):
+def test_each_rung_starts_from_the_state_eager_started_from(capsys, monkeypatch{{ swapped }}):
     """A buffer that forward updates does not leak from the eager reference into the rungs: each
     computes the first step, as eager did, so the model is ready."""
     monkeypatch.setattr(model, "build_model", CountsSteps)
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3),))
     assert check.main([]) == 0, capsys.readouterr().out
+
+
+def drops_state_writes(graph, example_inputs):
+    """A backend that loses every in-place write to the graph's inputs, the buffers among them:
+    the output of this call is right, the state left for the next one is not."""
+    return lambda *inputs: graph(*(x.clone() if torch.is_tensor(x) else x for x in inputs))
+
+
+def test_a_graph_that_drops_a_state_write_differs_from_eager(capsys, monkeypatch{{ swapped }}):
+    """The state after the call is compared as well as the output: a lost buffer update is named
+    by the buffer's path, exit 1."""
+    monkeypatch.setattr(model, "build_model", CountsSteps)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3),))
+    rung = ("drops writes", drops_state_writes, None)
+    monkeypatch.setattr(check, "rungs_here", lambda npu_ok: [rung])
+    assert check.main(["--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    (found,) = [f for f in result["findings"] if f["what"] == "drops writes differs from eager"]
+    assert found["path"] == "state steps"
 {%- if tp %}
 
 

@@ -9,10 +9,9 @@ import pytest
 import torch
 
 from {{ cookiecutter.package_name }} import mre
-from {{ cookiecutter.package_name }}.model import example_inputs
 from {{ cookiecutter.package_name }}.toolkit import report
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
-from {{ cookiecutter.package_name }}.toolkit.contract import assert_same, describe_tree, to_device
+from {{ cookiecutter.package_name }}.toolkit.contract import assert_same, describe_tree
 {%- if tp %}
 from {{ cookiecutter.package_name }}.toolkit.parallel import tensor_parallel
 {%- endif %}
@@ -37,13 +36,12 @@ def test_mre_output_equals_eager(mre_run, eager_output):
     assert_same(mre_run.output, eager_output)
 
 
-def test_mre_report_names_backend_reason_inputs_and_output(mre_run):
+def test_mre_report_names_backend_reason_inputs_and_output(mre_run, eager_step):
     """The report says which backend ran and why, what went in and came out, and what it compiled."""
     backend = select_backend()
     printed = mre_run.report
     assert f"backend     {backend.name} ({backend.reason})" in printed
-    inputs = to_device(example_inputs(), backend.device)
-    assert f"input       {describe_tree(inputs)}" in printed
+    assert f"input       {describe_tree(eager_step.dummy_input)}" in printed
     assert f"output      {describe_tree(mre_run.output)}" in printed
     assert f"{mre_run.graphs} graph" in printed
 {%- if tp %}

@@ -5,15 +5,33 @@ import argparse
 import importlib
 import sys
 
-# Command → (module under toolkit/, what it answers). Modules load only when their command runs:
+# Command → (module of this package, what it answers). Modules load only when their command runs:
 # `--help` stays instant, and a broken torch cannot stop the doctor from starting.
 COMMANDS = {
-    "check": ("check", "is my model ready for graph mode? every graph break, then each rung"),
-    "doctor": ("doctor", "why won't graph mode run on this machine? OK / WARN / FAIL with fixes"),
-    "bench": ("bench", "eager against graph mode on the same model and inputs"),
-    "export": ("export", "the MRE and your model in one self-contained file for a bug report"),
+    "check": (
+        "toolkit.check",
+        "is my model ready for graph mode? every graph break, then each rung",
+    ),
+    "doctor": (
+        "toolkit.doctor",
+        "why won't graph mode run on this machine? OK / WARN / FAIL with fixes",
+    ),
+    "bench": ("toolkit.bench", "eager against graph mode on the same model and inputs"),
+    "export": (
+        "toolkit.export",
+        "the MRE and your model in one self-contained file for a bug report",
+    ),
+{%- if cookiecutter.workload == "decode" %}
+    "generate": (
+        "generate",
+        "greedy generation: eager prefill, then the decode step in graph mode",
+    ),
+{%- endif %}
 {%- if op_plugin %}
-    "opschema": ("opschema", "check op_plugin_functions.yaml files before a torch_npu build"),
+    "opschema": (
+        "toolkit.opschema",
+        "check op_plugin_functions.yaml files before a torch_npu build",
+    ),
 {%- endif %}
 }
 
@@ -30,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("arguments", nargs=argparse.REMAINDER, help="the command's own (--help)")
     parsed = parser.parse_args(argv)
     module_name, _ = COMMANDS[parsed.command]
-    module = importlib.import_module(f".toolkit.{module_name}", __package__)
+    module = importlib.import_module(f".{module_name}", __package__)
     return module.main(parsed.arguments, prog=f"python -m {__package__} {parsed.command}")
 
 

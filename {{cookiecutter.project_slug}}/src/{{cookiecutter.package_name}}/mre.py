@@ -1,6 +1,7 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
-"""Minimal reproducible example: one graph-mode inference step of the model in model.py.
+{%- set decode = cookiecutter.workload == "decode" -%}
+"""Minimal reproducible example: one graph-mode {{ "decode step" if decode else "inference step" }} of the model in model.py.
 
 Run it with `python -m {{ cookiecutter.package_name }}.mre`
 {%- if tp %} (one rank) or `torchrun --nproc-per-node 2 -m
@@ -19,6 +20,9 @@ from .toolkit.backend import select_backend
 from .toolkit.compile_cache import CACHE_DIR, CachedModel
 {%- endif %}
 from .toolkit.contract import to_device
+{%- if decode %}
+from .toolkit.decode import first_step
+{%- endif %}
 {%- if tp %}
 from .toolkit.parallel import tensor_parallel
 {%- endif %}
@@ -28,7 +32,7 @@ from .toolkit.report import first_call, print_report
 def infer_one_step():
     """
 {%- if cache %}
-    One inference step of build_model() through its cache_compile graph.
+    One {{ "decode step" if decode else "inference step" }} of build_model() through its cache_compile graph.
 
     Key settings:
     - cache_compile instead of torch.compile: CachedModel.forward() runs the cached graph of its
@@ -37,7 +41,7 @@ def infer_one_step():
     - cache_dir=CACHE_DIR: the cache folder, relative to where you run
     - config = backend.options: the npugraph_ex options cache_compile uses (None off NPU)
 {%- else %}
-    One inference step of build_model() in npugraph_ex graph mode.
+    One {{ "decode step" if decode else "inference step" }} of build_model() in npugraph_ex graph mode.
 
     Key settings:
     - backend="npugraph_ex": capture & replay moves task dispatch onto the device and cuts host
@@ -47,6 +51,15 @@ def infer_one_step():
       capture one aclgraph per shape
     - options=config: the npugraph_ex options, each explained in backend.NPUGRAPH_EX_OPTIONS
       (None off NPU: the stand-in takes none)
+{%- endif %}
+{%- if decode %}
+    - first_step(model, prompt): the prompt runs eagerly (prefill) and fills the KV cache; the
+      graph is the decode step that follows, as generation replays it for every new token
+    - dummy_input = (tokens, input_pos): one new token per sequence at position input_pos, a
+      tensor, so the next position is new data for the same graph, not a recompile
+    - frozen_parameter=True (in config on an NPU): the weights and the cache buffers keep their
+      addresses, so npugraph_ex takes them as fixed and never re-checks them per call; the cache
+      is written in place inside the graph, which input_inplace_pass (default True) keeps in place
 {%- endif %}
     - .eval() and torch.no_grad(): inference only, no autograd state in the graph
     - torch.manual_seed(0), then build_model(), then example_inputs(): the same weights and
@@ -82,9 +95,17 @@ def infer_one_step():
             options=config,
         )
 {%- endif %}
+{%- if decode %}
+        (prompt,) = to_device(example_inputs(), ranks.device)
+        with torch.no_grad():
+            dummy_input = first_step(model, prompt)
+            with first_call(backend) as call:
+                output = compiled_model(*dummy_input)
+{%- else %}
         dummy_input = to_device(example_inputs(), ranks.device)
         with torch.no_grad(), first_call(backend) as call:
             output = compiled_model(*dummy_input)
+{%- endif %}
         print_report(backend, config, dummy_input, output, call, ranks)
 {%- else %}
     model = build_model().to(backend.device).eval()
@@ -99,9 +120,17 @@ def infer_one_step():
         options=config,
     )
 {%- endif %}
+{%- if decode %}
+    (prompt,) = to_device(example_inputs(), backend.device)
+    with torch.no_grad():
+        dummy_input = first_step(model, prompt)
+        with first_call(backend) as call:
+            output = compiled_model(*dummy_input)
+{%- else %}
     dummy_input = to_device(example_inputs(), backend.device)
     with torch.no_grad(), first_call(backend) as call:
         output = compiled_model(*dummy_input)
+{%- endif %}
     print_report(backend, config, dummy_input, output, call)
 {%- endif %}
     return output

@@ -1,5 +1,6 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
 """Benchmark eager against graph mode: the same model, weights and input, timed call by call.
 
 Run it with
@@ -52,11 +53,15 @@ from .backend import BACKEND_ENV, Backend, select_backend
 {%- if cache %}
 from .compile_cache import CachedModel
 {%- endif %}
-from .contract import assert_same, clone, describe_tree, to_device
+from .contract import clone, describe_tree, mismatches, to_device
+{%- if decode %}
+from .decode import first_step
+{%- endif %}
 {%- if tp %}
 from .parallel import Ranks, tensor_parallel, wait_collectives
 {%- endif %}
 from .report import synchronize
+from .state import restore, save, state_mismatches
 
 Call = Callable[..., Any]
 
@@ -135,17 +140,29 @@ def parse_args(argv: Sequence[str] | None, prog: str | None) -> argparse.Namespa
 
 
 {% if tp -%}
-def build(backend: Backend, ranks: Ranks) -> tuple[Call, Call, tuple[Any, ...]]:
+def build(backend: Backend, ranks: Ranks) -> tuple[torch.nn.Module, Call, tuple[Any, ...]]:
     """The sharded model run eagerly, its graph, and the inputs, seeded and sharded as in the MRE."""
     torch.manual_seed(0)
     model = ranks.shard(build_model().to(ranks.device).eval(), parallel_plan(ranks.size))
+{%- if decode %}
+    (prompt,) = to_device(example_inputs(), ranks.device)
+    with torch.no_grad():
+        dummy_input = first_step(model, prompt)  # prefill, eagerly: then the decode step is timed
+{%- else %}
     dummy_input = to_device(example_inputs(), ranks.device)
+{%- endif %}
 {%- else -%}
-def build(backend: Backend) -> tuple[Call, Call, tuple[Any, ...]]:
+def build(backend: Backend) -> tuple[torch.nn.Module, Call, tuple[Any, ...]]:
     """The eager callable, the graph callable and the inputs, seeded as in the MRE."""
     torch.manual_seed(0)
     model = build_model().to(backend.device).eval()
+{%- if decode %}
+    (prompt,) = to_device(example_inputs(), backend.device)
+    with torch.no_grad():
+        dummy_input = first_step(model, prompt)  # prefill, eagerly: then the decode step is timed
+{%- else %}
     dummy_input = to_device(example_inputs(), backend.device)
+{%- endif %}
 {%- endif %}
 {%- if cache %}
     return model, CachedModel(model{{ ", **ranks.cache_keywords()" if tp else "" }}), dummy_input
@@ -169,15 +186,23 @@ def time_first_call(graph: Call, dummy_input: tuple[Any, ...], device: str) -> f
     return time.perf_counter() - started
 
 
-def compare_outputs(eager: Call, graph: Call, dummy_input: tuple[Any, ...]) -> str | None:
-    """None if graph mode computes what eager computes on this input, else why not."""
-    try:
-        # This graph call is a replay, like every timed one. clone(): the next replay of a
-        # captured graph overwrites its output in place.
-        assert_same(clone(graph(*dummy_input)), eager(*dummy_input))
-    except AssertionError as error:
-        return str(error)
-    return None
+def compare_outputs(
+    eager: torch.nn.Module, graph: Call, dummy_input: tuple[Any, ...]
+) -> str | None:
+    """None if graph mode computes what eager computes on this input and leaves the model's state
+    (a KV cache) as eager leaves it, else why not. Both start from the state the model holds now,
+    and it holds that state again afterwards, for the timed calls."""
+    start = save(eager)
+    # This graph call is a replay, like every timed one. clone(): the next replay of a captured
+    # graph overwrites its output in place.
+    output = clone(graph(*dummy_input))
+    graph_state = save(eager)
+    restore(eager, start)
+    expected = eager(*dummy_input)
+    eager_state = save(eager)
+    restore(eager, start)
+    found = mismatches(output, expected) + state_mismatches(graph_state, eager_state)
+    return "\n".join(map(str, found)) or None
 
 
 def counter_snapshot() -> dict[str, int]:

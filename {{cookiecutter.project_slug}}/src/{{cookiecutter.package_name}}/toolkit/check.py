@@ -1,10 +1,13 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
 """Is my model ready for graph mode? Every graph break, then each rung of the fault-isolation ladder.
 
     python -m {{ cookiecutter.package_name }} check [--json]
 
-It builds build_model() and example_inputs() as the MRE does and runs them eagerly.
+It builds build_model() and example_inputs() as the MRE does and runs them eagerly
+{%- if decode %}: the prompt
+as prefill, then the first decode step, which is what graph mode runs{% endif %}.
 {%- if tp %} The model is
 sharded by parallel_plan() as the MRE shards it, so Dynamo traces the DTensor layers and their
 collectives: over one rank under plain python, over N under `torchrun --nproc-per-node N -m
@@ -15,7 +18,8 @@ walks each rung of the npugraph_ex fault-isolation ladder that can run here, com
 output with eager's within the tolerance of its dtype (contract.tolerances()): the `eager` backend
 (Dynamo only), `aot_eager` (the stand-in), and on an NPU npugraph_ex with force_eager, with
 force_recapture, then plain. A second call on new inputs of the same shapes must not recompile.
-Each rung starts from the buffers the eager run started from (a KV cache, a step counter).
+Each rung starts from the state the eager run started from (its buffers: a KV cache, a step
+counter), and must leave the state eager left as well as return its output.
 Each non-tensor input is a warning: graph mode bakes its value in, so new values recompile.
 
 Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all.
@@ -50,9 +54,13 @@ from .contract import (
     non_tensor_leaves,
     to_device,
 )
+{%- if decode %}
+from .decode import first_step, next_step
+{%- endif %}
 {%- if tp %}
 from .parallel import PlanError, Ranks, rehearse, tensor_parallel
 {%- endif %}
+from .state import State, restore, save, state_mismatches
 
 # (pattern in the error or break reason, the hint a first-day user needs).
 HINTS: tuple[tuple[str, str], ...] = (
@@ -216,6 +224,15 @@ def rungs_here(npu_ok: bool) -> list[tuple[str, str, dict[str, object] | None]]:
     return ladder if npu_ok else ladder[:2]
 
 
+@dataclass
+class Eager:
+    """The reference: the state eager started from, its output, and the state it left."""
+
+    start: State
+    output: Any
+    end: State
+
+
 def run_rung(
     name: str,
     backend: str,
@@ -223,14 +240,18 @@ def run_rung(
     model: torch.nn.Module,
     inputs: tuple[Any, ...],
     again: tuple[Any, ...],
-    expected: Any,
+    expected: Eager,
 ) -> tuple[Rung, list[Finding]]:
-    """Compile as the MRE does with one backend, call twice, compare with eager."""
+    """Compile as the MRE does with one backend, call twice, compare the first call's output and
+    the state it left with eager's."""
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=False, options=options)
     try:
         with torch.no_grad():
+            # From the state the eager reference started from, not from what the last run left.
+            restore(model, expected.start)
             output = clone(compiled(*inputs))
+            end = save(model)
             graphs = counters["stats"]["unique_graphs"]
             compiled(*again)
             recompiled = counters["stats"]["unique_graphs"] - graphs
@@ -239,7 +260,7 @@ def run_rung(
         finding = Finding(f"{name} fails", first_line(error), error_frame(error), hint_for(text))
         return Rung(name, "fail", first_line(error)), [finding]
     findings = []
-    if differ := mismatches(output, expected):
+    if differ := mismatches(output, expected.output) + state_mismatches(end, expected.end):
         findings.append(differs(name, differ))
     if recompiled:
         findings.append(
@@ -279,19 +300,6 @@ def constants_baked_in(inputs: tuple[Any, ...]) -> list[Finding]:
     return findings
 
 
-def buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """A copy of every buffer: a forward that updates one (a KV cache, a step counter) would
-    otherwise hand the state the eager reference left to the rung after it."""
-    return {name: buffer.detach().clone() for name, buffer in model.named_buffers()}
-
-
-def restore(model: torch.nn.Module, saved: dict[str, torch.Tensor]) -> None:
-    """Put back the buffers `saved` holds, even one that forward replaced by a bigger tensor."""
-    for name, value in saved.items():
-        module, _, attribute = name.rpartition(".")
-        setattr(model.get_submodule(module), attribute, value.clone())
-
-
 {% if tp -%}
 def check(ranks: Ranks) -> Result:
     """Run every check on the model of model.py, sharded over `ranks`; the result holds the verdict."""
@@ -315,14 +323,21 @@ def check() -> Result:
         torch.manual_seed(0)
         model = build_model().to(device).eval()
 {%- endif %}
+{%- if decode %}
+        with torch.no_grad():
+            # Prefill, eagerly: the cache holds the prompt, and the graph is the decode step.
+            inputs = first_step(model, *to_device(example_inputs(), device))
+        again = next_step(*inputs)
+{%- else %}
         inputs = to_device(example_inputs(), device)
         # New data of the same shapes, as the next inference step would bring.
         torch.manual_seed(1)
         again = to_device(example_inputs(), device)
+{%- endif %}
         result.model = type(model).__name__
-        state = buffers(model)
+        start = save(model)
         with torch.no_grad():
-            expected = clone(model(*inputs))
+            expected = Eager(start, clone(model(*inputs)), save(model))
     except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
         result.findings.append(
             Finding("eager run fails", first_line(error), error_frame(error), hint_for(str(error)))
@@ -330,7 +345,7 @@ def check() -> Result:
         result.verdict = 2
         result.summary = "the model does not run eagerly: fix that first"
         return result
-    if leaves := non_tensor_leaves(expected):
+    if leaves := non_tensor_leaves(expected.output):
         result.findings.append(
             Finding(
                 "non-tensor output",
@@ -343,8 +358,6 @@ def check() -> Result:
     result.findings += constants_baked_in(inputs)
     result.findings += graph_breaks(model, inputs)
     for rung in rungs_here(npu_ok):
-        # Each rung starts from the state the eager reference started from.
-        restore(model, state)
         outcome, findings = run_rung(*rung, model, inputs, again, expected)
         result.rungs.append(outcome)
         result.findings += findings
@@ -358,7 +371,7 @@ def check() -> Result:
     else:
         result.summary = (
             "ready for graph mode: one graph, no recompile on new tensors of the same shapes, "
-            "same output as eager"
+            "same output and state as eager"
         )
     if warnings:
         result.summary += f"; read the {warnings} warning(s) above"

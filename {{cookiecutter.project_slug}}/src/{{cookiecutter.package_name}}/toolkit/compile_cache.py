@@ -1,4 +1,5 @@
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
 """cache_compile for any model: npugraph_ex's compile cache on an NPU, the stand-in elsewhere.
 
 CachedModel applies the seed's cache_compile pattern around your model, so that your model's
@@ -9,6 +10,9 @@ the cached graph, and _forward calls your model.
 from __future__ import annotations
 
 import logging
+{%- if decode %}
+import types
+{%- endif %}
 from collections.abc import Callable
 from typing import Any
 
@@ -89,3 +93,40 @@ class CachedModel(torch.nn.Module):
 
     def _forward(self, *dummy_input: Any) -> Any:
         return self.model(*dummy_input)
+
+{%- if decode %}
+
+
+class DecodeSteps(torch.nn.Module):
+    """Your model's decode step behind cache_compile, one cached method per capture size.
+
+    A recompile deletes a cache_compile cache, so each static shape gets a method of its own, as
+    npugraph_ex's docs do with cached_prompt and cached_decode: decode_batch1, decode_batch2, ...
+    Each is a copy of one function under its own name, so each is its own code to Dynamo (one
+    graph, never a recompile of another size's) and its own folder in the cache.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def step(self, *dummy_input: Any) -> Any:
+        return self.model(*dummy_input)
+
+    def method(self, size: int) -> Callable[..., Any]:
+        """step() as a method named decode_batch<size>."""
+        name = f"decode_batch{size}"
+        code = DecodeSteps.step.__code__.replace(co_name=name, co_qualname=f"DecodeSteps.{name}")
+        return types.MethodType(types.FunctionType(code, globals(), name), self)
+
+
+def cached_steps(
+    model: torch.nn.Module, sizes: tuple[int, ...], cache_dir: str = CACHE_DIR{{ ", **ranks: int" if tp else "" }}
+) -> dict[int, Callable[..., Any]]:
+    """The decode step of `model` behind cache_compile for each capture size, by size."""
+    steps = DecodeSteps(model)
+    return {
+        size: cache_compile(steps.method(size), dynamic=False, cache_dir=cache_dir{{ ", **ranks" if tp else "" }})
+        for size in sizes
+    }
+{%- endif %}

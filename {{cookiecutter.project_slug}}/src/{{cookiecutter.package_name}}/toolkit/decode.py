@@ -1,0 +1,208 @@
+{%- set cache = cookiecutter.mode == "cache_compile" -%}
+"""The decode contract, and the machinery around a decode step captured once per batch size.
+
+model.py of a decode project defines, besides build_model() and example_inputs() (the prompt):
+- `MAX_BATCH`, `MAX_SEQ_LEN`: the rows and positions of the model's static KV cache;
+- `CAPTURE_SIZES`: the batch sizes whose decode step is captured once each at warm-up, smallest
+  first. A batch runs padded up to the next size, as vllm-ascend pads to its capture sizes.
+forward(tokens, input_pos) takes tokens (batch, n) at positions input_pos (n,), writes those
+positions of cache rows [:batch] in place, and returns logits (batch, n, vocab) or an object whose
+.logits they are. input_pos is a tensor: a new position is new data, not a new graph.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch._dynamo
+from torch import nn
+from torch._dynamo.utils import counters
+
+from .contract import ContractError
+from .state import restore, save
+
+Step = Callable[[torch.Tensor, torch.Tensor], Any]
+"""A decode step: the model, compiled or not, called as step(tokens, input_pos)."""
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What model.py declares about its cache and its capture sizes, checked."""
+
+    max_batch: int
+    max_seq_len: int
+    capture_sizes: tuple[int, ...]
+
+    def capture_size(self, batch: int) -> int:
+        """The capture size a batch of `batch` sequences runs at: the smallest that holds it."""
+        if batch < 1:
+            raise ValueError(f"a batch of {batch} sequences: generate at least 1")
+        size = next((size for size in self.capture_sizes if size >= batch), None)
+        if size is None:
+            raise ValueError(
+                f"a batch of {batch} sequences is more than the largest capture size, "
+                f"{self.capture_sizes[-1]}: run at most {self.capture_sizes[-1]} at once, or add "
+                f"a size to CAPTURE_SIZES in model.py (at most MAX_BATCH = {self.max_batch})"
+            )
+        return size
+
+    def check_length(self, prompt_len: int, new_tokens: int) -> None:
+        """Refuse a prompt plus new tokens that the cache cannot hold."""
+        if new_tokens < 1:
+            raise ValueError(f"--new-tokens {new_tokens}: generate at least 1 token")
+        if prompt_len + new_tokens > self.max_seq_len:
+            raise ValueError(
+                f"a prompt of {prompt_len} tokens plus {new_tokens} new ones is "
+                f"{prompt_len + new_tokens} positions, more than MAX_SEQ_LEN = {self.max_seq_len}: "
+                f"ask for at most {self.max_seq_len - prompt_len} new tokens, or raise MAX_SEQ_LEN "
+                "in model.py"
+            )
+
+
+def limits() -> Limits:
+    """MAX_BATCH, MAX_SEQ_LEN and CAPTURE_SIZES from model.py, or a ContractError naming the fix."""
+    # Looked up at each use, so a model.py a test patches counts (as contract.own_tolerances()).
+    model = importlib.import_module("..model", __package__)
+    values = {}
+    for name in ("MAX_BATCH", "MAX_SEQ_LEN"):
+        value = getattr(model, name, None)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ContractError(f"model.py must set {name} to a positive int, got {value!r}")
+        values[name] = value
+    sizes = getattr(model, "CAPTURE_SIZES", None)
+    example = "e.g. CAPTURE_SIZES = (1, 2, 4)"
+    if not isinstance(sizes, tuple) or not sizes or not all(type(s) is int for s in sizes):
+        raise ContractError(f"CAPTURE_SIZES must be a tuple of ints, got {sizes!r}; {example}")
+    if list(sizes) != sorted(set(sizes)) or sizes[0] < 1:
+        raise ContractError(
+            f"CAPTURE_SIZES = {sizes!r} must be positive and strictly increasing; {example}"
+        )
+    if sizes[-1] > values["MAX_BATCH"]:
+        raise ContractError(
+            f"the largest capture size, {sizes[-1]}, is more than MAX_BATCH = "
+            f"{values['MAX_BATCH']}: the cache has no rows for it; lower it or raise MAX_BATCH"
+        )
+    return Limits(values["MAX_BATCH"], values["MAX_SEQ_LEN"], sizes)
+
+
+def logits_of(output: Any) -> torch.Tensor:
+    """The logits of a forward's output: the tensor itself, or its .logits (transformers)."""
+    logits = output if isinstance(output, torch.Tensor) else getattr(output, "logits", None)
+    if not isinstance(logits, torch.Tensor):
+        raise ContractError(
+            f"forward(tokens, input_pos) must return logits (batch, n, vocab) or an object with "
+            f".logits, got {type(output).__name__}"
+        )
+    return logits
+
+
+def prefill(model: nn.Module, prompt: torch.Tensor) -> torch.Tensor:
+    """Run the prompt through the model eagerly, filling its cache: the first new token of each
+    sequence, greedy, as (batch, 1)."""
+    input_pos = torch.arange(prompt.shape[1], device=prompt.device)
+    return logits_of(model(prompt, input_pos))[:, -1:].argmax(-1)
+
+
+def first_step(model: nn.Module, prompt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prefill, then the inputs of the first decode step: (tokens (batch, 1), input_pos (1,))."""
+    tokens = prefill(model, prompt)
+    return tokens, torch.tensor([prompt.shape[1]], device=prompt.device)
+
+
+def next_step(tokens: torch.Tensor, input_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs of the step after one on (tokens, input_pos): other tokens, the next position, the
+    same shapes. A check calls it again with these to see that a new position compiles nothing."""
+    return torch.zeros_like(tokens), input_pos + 1
+
+
+def ensure_recompile_limit(sizes: tuple[int, ...]) -> str | None:
+    """Let Dynamo compile one graph per capture size: raise its recompile limit if there are more
+    sizes than it allows, and say so; refuse beyond torch's limit for all graphs together."""
+    limit = torch._dynamo.config.recompile_limit
+    if len(sizes) <= limit:
+        return None
+    overall = torch.compiler.config.accumulated_recompile_limit
+    if len(sizes) > overall:
+        raise ContractError(
+            f"{len(sizes)} capture sizes are more graphs than torch compiles for one function "
+            f"(torch.compiler.config.accumulated_recompile_limit = {overall}): use fewer sizes"
+        )
+    torch._dynamo.config.recompile_limit = len(sizes)
+    return (
+        f"{len(sizes)} capture sizes, one graph each: torch._dynamo.config.recompile_limit raised "
+        f"from {limit} to {len(sizes)}"
+    )
+
+
+@dataclass
+class Warmup:
+    """What warm-up captured: one graph per capture size, and how long it took."""
+
+    sizes: tuple[int, ...]
+    graphs: int
+    seconds: float
+    note: str | None = None
+
+    def __str__(self) -> str:
+        text = (
+            f"captured {self.graphs} graph{'s' * (self.graphs != 1)} "
+            f"(batch {', '.join(map(str, self.sizes))}) in {self.seconds:.1f} s"
+        )
+        return f"{text}; {self.note}" if self.note else text
+
+
+@dataclass
+class DecodeGraphs:
+    """The decode step in graph mode at every capture size: a batch runs padded up to its size.
+
+    `compiled` maps each capture size to its compiled step ({{ "one cache_compile method per size: a recompile deletes the cache" if cache else "one torch.compile: Dynamo compiles one graph per size" }}).
+    """
+
+    model: nn.Module
+    compiled: dict[int, Step]
+    limits: Limits
+    device: str
+    recompiles: list[str] = field(default_factory=list)
+    """Graphs compiled after warm-up, each with the batch and position it ran at: none expected."""
+
+    def __call__(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        """Logits (batch, n, vocab) of one step, run at the batch's capture size."""
+        batch = tokens.shape[0]
+        size = self.limits.capture_size(batch)
+        if size > batch:
+            # Padding rows run on token 0 and write cache rows [batch:size], which no real
+            # sequence reads: attention never mixes rows.
+            padding = tokens.new_zeros(size - batch, *tokens.shape[1:])
+            tokens = torch.cat([tokens, padding])
+        graphs = counters["stats"]["unique_graphs"]
+        logits = logits_of(self.compiled[size](tokens, input_pos))[:batch]
+        if counters["stats"]["unique_graphs"] != graphs:
+            self.recompiles.append(
+                f"batch {batch} (capture size {size}) at positions {input_pos.tolist()} compiled "
+                "a new graph"
+            )
+        return logits
+
+    def warm_up(self) -> Warmup:
+        """Capture every size's graph once, then give the model back the state it had before."""
+        note = ensure_recompile_limit(self.limits.capture_sizes)
+        if note:
+            log.warning("decode: %s", note)
+        state = save(self.model)
+        graphs = counters["stats"]["unique_graphs"]
+        started = time.perf_counter()
+        for size in self.limits.capture_sizes:
+            tokens = torch.zeros(size, 1, dtype=torch.long, device=self.device)
+            self.compiled[size](tokens, torch.zeros(1, dtype=torch.long, device=self.device))
+        seconds = time.perf_counter() - started
+        restore(self.model, state)
+        graphs = counters["stats"]["unique_graphs"] - graphs
+        return Warmup(self.limits.capture_sizes, graphs, seconds, note)

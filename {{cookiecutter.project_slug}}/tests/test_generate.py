@@ -1,0 +1,199 @@
+"""Generation: the decode step in graph mode, captured once per capture size and replayed for every
+position, chooses the tokens a model without a cache would choose, pads a batch up to its capture
+size without the padding reaching real rows, and refuses what the cache cannot hold."""
+
+import contextlib
+import io
+import json
+from typing import NamedTuple
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+from {{ cookiecutter.package_name }} import generate, model
+from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
+from {{ cookiecutter.package_name }}.toolkit.decode import DecodeGraphs, Warmup, limits, logits_of
+from {{ cookiecutter.package_name }}.toolkit.state import State, restore, save, state_mismatches
+
+NEW_TOKENS = 16
+
+
+class Decoder(NamedTuple):
+    model: torch.nn.Module
+    graphs: DecodeGraphs
+    warmup: Warmup
+    start: State
+    """The state before any generation: each test starts from it."""
+
+
+@pytest.fixture(scope="module")
+def decoder() -> Decoder:
+    """The sample's decode step in graph mode, built and warmed up as generate does, once."""
+    torch._dynamo.reset()
+    built, graphs = generate.build(select_backend())
+    start = save(built)
+    with torch.no_grad():
+        warmup = graphs.warm_up()
+    return Decoder(built, graphs, warmup, start)
+
+
+def in_graph_mode(decoder: Decoder, prompt: torch.Tensor) -> tuple[torch.Tensor, State]:
+    """The tokens graph-mode generation gives from `prompt`, and the state it leaves."""
+    restore(decoder.model, decoder.start)
+    with torch.no_grad():
+        tokens = generate.generate(decoder.graphs, decoder.model, prompt, NEW_TOKENS)
+    return tokens, save(decoder.model)
+
+
+def eagerly(prompt: torch.Tensor) -> tuple[torch.Tensor, State]:
+    """The same generation by an eager loop on a fresh model, and the state it leaves."""
+    torch.manual_seed(0)
+    fresh = model.build_model().to(prompt.device).eval()
+    with torch.no_grad():
+        tokens = generate.generate(fresh, fresh, prompt, NEW_TOKENS)
+    return tokens, save(fresh)
+
+
+def without_a_cache(prompt: torch.Tensor) -> torch.Tensor:
+    """Greedy tokens with no cache to trust: every token from the whole sequence so far, run from
+    position 0 on the state a fresh model starts with."""
+    torch.manual_seed(0)
+    fresh = model.build_model().to(prompt.device).eval()
+    start = save(fresh)
+    tokens = prompt
+    with torch.no_grad():
+        for _ in range(NEW_TOKENS):
+            restore(fresh, start)
+            positions = torch.arange(tokens.shape[1], device=tokens.device)
+            logits = logits_of(fresh(tokens, positions))
+            tokens = torch.cat([tokens, logits[:, -1:].argmax(-1)], dim=1)
+    return tokens
+
+
+def prompt_of(batch: int | None) -> torch.Tensor:
+    """The sample prompt's rows in turn, as `generate --batch` takes them (None: as they are)."""
+    return generate.prompt_of(batch, select_backend().device)
+
+
+@pytest.mark.parametrize("size", limits().capture_sizes)
+def test_each_capture_size_generates_what_eager_generates(decoder, size):
+    """At every capture size, graph mode chooses eager's tokens and leaves eager's cache."""
+    prompt = prompt_of(size)
+    tokens, state = in_graph_mode(decoder, prompt)
+    eager_tokens, eager_state = eagerly(prompt)
+    assert torch.equal(tokens, eager_tokens)
+    assert state_mismatches(state, eager_state) == []
+
+
+def test_the_cache_gives_what_recomputing_every_token_gives(decoder):
+    """A cache write that is dropped or lands at another position changes the next tokens: graph
+    mode, reading its cache, chooses what the whole sequence recomputed at each step chooses."""
+    prompt = prompt_of(limits().capture_sizes[-1])
+    tokens, _ = in_graph_mode(decoder, prompt)
+    assert torch.equal(tokens, without_a_cache(prompt))
+
+
+def test_one_graph_per_capture_size_and_no_recompile_across_positions(decoder):
+    """Warm-up captures each size once; then 16 positions at each size compile nothing more."""
+    sizes = limits().capture_sizes
+    assert (decoder.warmup.graphs, decoder.warmup.sizes) == (len(sizes), sizes)
+    graphs = counters["stats"]["unique_graphs"]
+    for size in sizes:
+        in_graph_mode(decoder, prompt_of(size))
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert decoder.graphs.recompiles == []
+
+
+def test_a_batch_between_sizes_is_padded_and_its_rows_are_its_own(decoder):
+    """A batch that is no capture size runs at the next size up, and its real rows get the tokens
+    the unpadded batch gets eagerly: padding never reaches them."""
+    sizes = limits().capture_sizes
+    batch = next((b for b in range(1, sizes[-1]) if b not in sizes), None)
+    if batch is None:
+        pytest.skip(f"CAPTURE_SIZES {sizes} leave no batch between two sizes")
+    assert limits().capture_size(batch) > batch
+    prompt = prompt_of(batch)
+    tokens, _ = in_graph_mode(decoder, prompt)
+    assert torch.equal(tokens, eagerly(prompt)[0])
+
+
+def refusal(capsys, *arguments: str) -> str:
+    """What `generate` prints when it refuses the request: exit 2, one line."""
+    assert generate.main(list(arguments)) == 2
+    message = capsys.readouterr().err
+    assert len(message.strip().splitlines()) == 1
+    return message
+
+
+def test_a_batch_above_the_largest_size_is_refused(capsys):
+    """More sequences than the largest capture size: refused, naming both and the fix."""
+    largest = limits().capture_sizes[-1]
+    message = refusal(capsys, "--batch", str(largest + 1))
+    assert f"a batch of {largest + 1} sequences is more than the largest capture size" in message
+    assert "CAPTURE_SIZES" in message
+
+
+def test_a_prompt_plus_new_tokens_beyond_the_cache_is_refused(capsys):
+    """A prompt plus new tokens longer than MAX_SEQ_LEN: refused, with the most it can take."""
+    prompt_length = prompt_of(1).shape[1]
+    most = limits().max_seq_len - prompt_length
+    message = refusal(capsys, "--new-tokens", str(most + 1))
+    assert f"more than MAX_SEQ_LEN = {limits().max_seq_len}" in message
+    assert f"ask for at most {most} new tokens" in message
+
+
+def test_capture_sizes_beyond_the_cache_are_a_contract_error(monkeypatch, capsys):
+    """A capture size above MAX_BATCH has no cache rows: refused before anything compiles."""
+    monkeypatch.setattr(model, "CAPTURE_SIZES", (*limits().capture_sizes, model.MAX_BATCH + 1))
+    message = refusal(capsys)
+    assert f"more than MAX_BATCH = {model.MAX_BATCH}" in message
+
+
+@pytest.fixture(scope="module")
+def json_result() -> dict:
+    """`generate --json --new-tokens 4`, run once (after the tests that share `decoder`: it
+    compiles its own graphs)."""
+    torch._dynamo.reset()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert generate.main(["--json", "--new-tokens", "4"]) == 0
+    return json.loads(printed.getvalue())
+
+
+def test_generate_json_reports_tokens_graphs_and_speed(json_result):
+    """--json: each sequence's prompt and new ids, one graph per size, no recompile, tokens/s of
+    both, and graph mode's tokens equal to eager's."""
+    batch, length = prompt_of(None).shape
+    assert len(json_result["tokens"]) == batch
+    assert {len(row) for row in json_result["tokens"]} == {length + 4}
+    assert json_result["graphs"] == len(limits().capture_sizes)
+    assert json_result["recompiles"] == []
+    assert json_result["tokens_per_s"]["eager"] > 0
+    assert json_result["tokens_per_s"]["graph"] > 0
+    assert json_result["matches_eager"] is True
+
+
+def test_the_report_says_what_warm_up_captured(json_result):
+    """The text report names each capture size warm-up captured, and each sequence's prompt and
+    new tokens apart."""
+    report = generate.render(json_result)
+    sizes = ", ".join(map(str, limits().capture_sizes))
+    assert f"captured {len(limits().capture_sizes)} graphs (batch {sizes})" in report
+    first, *_ = json_result["tokens"]
+    length = prompt_of(None).shape[1]
+    prompt, new = " ".join(map(str, first[:length])), " ".join(map(str, first[length:]))
+    assert f"sequence 0  {prompt} | {new}" in report
+
+
+def test_more_sizes_than_the_recompile_limit_raise_it_with_a_note(monkeypatch):
+    """Each capture size is one graph of one compiled model: more sizes than Dynamo's recompile
+    limit raise the limit, and warm-up says so."""
+    monkeypatch.setattr(model, "CAPTURE_SIZES", (1, 2))
+    torch._dynamo.reset()
+    _, graphs = generate.build(select_backend())
+    # Dynamo's own patch: it puts back whatever the warm-up raised the limit to.
+    with torch._dynamo.config.patch(recompile_limit=1), torch.no_grad():
+        warmup = graphs.warm_up()
+    assert warmup.graphs == 2
+    assert "recompile_limit raised from 1 to 2" in str(warmup)
