@@ -519,10 +519,45 @@ MUTATIONS = (
     ),
     Mutation(
         "a failing rank's error is not recorded for torchrun",
+        f"{TOOLKIT}/rank_failure.py",
+        "    sys.excepthook = excepthook",
+        "    pass",
+        "tests/test_tensor_parallel.py -k stops_the_job",
+    ),
+    Mutation(
+        "the doctor test wants OK from a model whose float input is rightly a WARN",
+        f"{PROJECT}/tests/test_doctor.py",
+        '    assert line_of(report, "model").startswith("WARN" if baked_in else "OK")',
+        '    assert line_of(report, "model").startswith("OK")',
+        "tests/test_own_models.py -k 'float and input and every_tool'",
+    ),
+    Mutation(
+        "the suite fails a model whose data files export rightly refuses",
+        f"{PROJECT}/tests/conftest.py",
+        '            return f"export refuses this model, as it should: {error}"',
+        '            return ""',
+        "tests/test_own_models.py -k data_file",
+    ),
+    Mutation(
+        "every failing rank prints its root cause",
+        f"{TOOLKIT}/rank_failure.py",
+        "    if first != rank:\n",
+        "    if False:\n",
+        "tests/test_tensor_parallel.py -k root_cause_first_and_once",
+    ),
+    Mutation(
+        "a failing rank shows torch.compile's wrapper, not the root cause",
+        f"{TOOLKIT}/rank_failure.py",
+        "    root = root_cause(links)\n",
+        "    root = links[0]\n",
+        "tests/test_tensor_parallel.py -k root_cause_first_and_once",
+    ),
+    Mutation(
+        "torch logs each failed sharding rule before the rank's error",
         f"{TOOLKIT}/parallel.py",
-        "        ErrorHandler().record_exception(error)",
-        "        pass",
-        "tests/test_tensor_parallel.py -k failing_rank",
+        "        with quiet_rule_failures():\n            yield ranks",
+        "        yield ranks",
+        "tests/test_tensor_parallel.py -k root_cause_first_and_once",
     ),
     # Models with state: a graph must leave the state eager leaves, from the state eager started.
     Mutation(

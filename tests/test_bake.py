@@ -80,6 +80,7 @@ PARALLEL_FILES = {
     "none": set(),
     "tensor_parallel": {
         "src/{package}/toolkit/parallel.py",
+        "src/{package}/toolkit/rank_failure.py",
         "tests/test_tensor_parallel.py",
         "tests/two_ranks.py",
     },

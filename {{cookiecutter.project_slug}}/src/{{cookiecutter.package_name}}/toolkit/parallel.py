@@ -28,18 +28,20 @@ import torch.utils._pytree as pytree
 from torch import nn
 from torch.distributed._functional_collectives import AsyncCollectiveTensor
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     ParallelStyle,
     RowwiseParallel,
     parallelize_module,
 )
-
 {%- if decode %}
 
 from .decode import first_step
+from .rank_failure import report_when_uncaught
 from .state import state_tensors
+{%- else %}
+
+from .rank_failure import report_when_uncaught
 {%- endif %}
 
 Plan = dict[str, ParallelStyle]
@@ -204,6 +206,18 @@ def check_plan(model: nn.Module, plan: Plan, size: int) -> None:
 
 
 @contextmanager
+def quiet_rule_failures() -> Iterator[None]:
+    """No log of each failed sharding or shape rule: torch logs one, traceback and all, before it
+    raises the error that says the same (once per rank under torchrun)."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    level, log.level = log.level, logging.CRITICAL
+    try:
+        yield
+    finally:
+        log.level = level
+
+
+@contextmanager
 def fake_ranks(size: int, rank: int = 0) -> Iterator[DeviceMesh]:
     """A CPU mesh of `size` ranks in this one process, as rank `rank`: DTensor applies every
     sharding rule and computes that rank's shapes, while the collectives move nothing. It is
@@ -263,11 +277,8 @@ def rehearse(
             # Registered before parallelize_module's own hooks, so they run first.
             module.register_forward_pre_hook(partial(enter, entry))
             module.register_forward_hook(leave)
-    # DTensor logs every failed sharding rule before it raises: the error below says it once.
-    quiet = logging.getLogger("torch._subclasses.fake_tensor")
-    level, quiet.level = quiet.level, logging.CRITICAL
     try:
-        with fake_ranks(size) as mesh, torch.no_grad():
+        with quiet_rule_failures(), fake_ranks(size) as mesh, torch.no_grad():
             wait_collectives(exercise(parallelize_module(model, mesh, plan), inputs))
     except Exception as error:  # noqa: BLE001  (the model's or the plan's: told apart below)
         unsharded = build()
@@ -295,8 +306,6 @@ def rehearse(
             f"the plan cannot run on {size} ranks: {where} (shapes on rank 0)\n  {reason}\n"
             f"  fix: {fix}"
         ) from None
-    finally:
-        quiet.level = level
 
 
 {% if decode -%}
@@ -369,17 +378,19 @@ def start(device_type: str, joined: bool = False) -> Ranks:
 def tensor_parallel(device_type: str) -> Iterator[Ranks]:
     """This process as one rank of a tensor-parallel job on "npu" or "cpu", until the block ends.
 
-    The process group is destroyed on the way out, error or not. A rank's error is recorded for
-    torchrun, whose summary then names the failed rank and its traceback. In a job this process
-    has joined already (an enclosing block, a launcher of yours), the block runs as that rank and
-    leaves the process group to whoever started it.
+    The process group is destroyed on the way out, error or not. An error that ends the rank is
+    recorded for torchrun, whose summary then names the failed rank, and the first rank to fail
+    prints its root cause in a few lines; the others add nothing (rank_failure.py). In a job this
+    process has joined already (an enclosing block, a launcher of yours), the block runs as that
+    rank and leaves the process group to whoever started it.
     """
     joined = dist.is_initialized()
     ranks = start(device_type, joined)
     try:
-        yield ranks
+        with quiet_rule_failures():
+            yield ranks
     except BaseException as error:
-        ErrorHandler().record_exception(error)
+        report_when_uncaught(error, ranks.rank, ranks.size)
         raise
     finally:
         if not joined:
