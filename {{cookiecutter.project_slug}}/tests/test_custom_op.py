@@ -26,6 +26,9 @@ shape_function = meta_registrations.{{ cookiecutter.op_name }}_meta
 {%- else %}
 shape_function = custom_op.{{ cookiecutter.__op.rstrip("_") }}_fake
 {%- endif %}
+{%- if not cache_update %}
+SHAPES = [(7,), (2, 8, 32), (3, 1, 5, 4)]
+{%- endif %}
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # Where the model runs: the NPU where npugraph_ex runs, the CPU elsewhere.
 DEVICE = select_backend().device
@@ -69,7 +72,6 @@ def test_opcheck_passes():
     """torch.library.opcheck: schema (the mutated cache declared), fake tensor, autograd registration and AOT dispatch agree."""
     torch.library.opcheck(OP.default, random_arguments())
 {%- else %}
-SHAPES = [(7,), (2, 8, 32), (3, 1, 5, 4)]
 # Known values, fixed independently of any kernel: the op adds y to x.
 X = [1.0, 2.0, -3.0]
 Y = [10.0, 0.5, 3.0]

@@ -45,7 +45,11 @@ def {{ stem }}_fake(
     input_pos: torch.Tensor,
     update: torch.Tensor,
 ) -> None:
-    """Nothing to describe: the op writes into cache and returns nothing."""
+    """Nothing to describe: the op writes into cache and returns nothing.
+
+    torch would derive this trivial fake function itself, for an op that only mutates; written
+    out, it is where shape checks go (torch._check), which then fail at trace time.
+    """
 {%- elif in_place %}
 
 
