@@ -36,6 +36,8 @@ OUT_OF_PLACE = {"custom_op": "out_of_place"}
 TENSOR_PARALLEL = {"parallel": "tensor_parallel"}
 DECODE = {"workload": "decode"}
 DECODE_TENSOR_PARALLEL = {**DECODE, **TENSOR_PARALLEL}
+DECODE_TORCH_LIBRARY_IN_PLACE = {**DECODE, "custom_op": "in_place", "op_registration": "torch_library"}
+DECODE_OP_PLUGIN_IN_PLACE = {**DECODE, "custom_op": "in_place", "op_registration": "op_plugin"}
 
 
 @dataclass(frozen=True)
@@ -746,6 +748,71 @@ MUTATIONS = (
         "    torch.manual_seed(ranks.rank)\n    model = ranks.shard(",
         "tests/test_tensor_parallel.py -k 'two_ranks_generate or share_of_the_heads'",
         DECODE_TENSOR_PARALLEL,
+    ),
+    # Decode with custom_op=in_place: the custom op is the KV-cache update, in both styles.
+    Mutation(
+        "the torch.library cache update writes one position later",
+        f"{PACKAGE}/custom_op.py",
+        "    cache[: update.shape[0], :, input_pos] = update",
+        "    cache[: update.shape[0], :, input_pos + 1] = update",
+        "tests/test_custom_op.py -k known_positions",
+        DECODE_TORCH_LIBRARY_IN_PLACE,
+    ),
+    Mutation(
+        "the torch.library cache update writes every row, not rows [:batch]",
+        f"{PACKAGE}/custom_op.py",
+        "    cache[: update.shape[0], :, input_pos] = update",
+        "    cache[:, :, input_pos] = update[:1]",
+        "tests/test_custom_op.py -k known_positions",
+        DECODE_TORCH_LIBRARY_IN_PLACE,
+    ),
+    Mutation(
+        "the torch.library cache update does not declare the cache mutated",
+        f"{PACKAGE}/custom_op.py",
+        'mutates_args=("cache",)',
+        "mutates_args=()",
+        "tests/test_custom_op.py -k opcheck",
+        DECODE_TORCH_LIBRARY_IN_PLACE,
+    ),
+    Mutation(
+        "the torch.library cache update returns the cache",
+        f"{PACKAGE}/custom_op.py",
+        ") -> None:\n    reference(cache, input_pos, update)",
+        ") -> torch.Tensor:\n    reference(cache, input_pos, update)\n    return cache",
+        "tests/test_custom_op.py -k returns_nothing",
+        DECODE_TORCH_LIBRARY_IN_PLACE,
+    ),
+    Mutation(
+        "the torch.library cache update keeps only the last position (prefill loses the rest)",
+        f"{PACKAGE}/custom_op.py",
+        "    cache[: update.shape[0], :, input_pos] = update",
+        "    cache[: update.shape[0], :, input_pos[-1:]] = update[:, :, -1:]",
+        "tests/test_generate.py -k recomputing",
+        DECODE_TORCH_LIBRARY_IN_PLACE,
+    ),
+    Mutation(
+        "the op-plugin cache update writes one position later",
+        f"{PACKAGE}/op_reference.py",
+        "    cache[: update.shape[0], :, input_pos] = update",
+        "    cache[: update.shape[0], :, input_pos + 1] = update",
+        "tests/test_custom_op.py -k known_positions",
+        DECODE_OP_PLUGIN_IN_PLACE,
+    ),
+    Mutation(
+        "the op-plugin cache update's Meta function is not registered",
+        f"{PACKAGE}/meta_registrations.py",
+        '@impl(m, "{{ cookiecutter.op_name }}")\n',
+        "",
+        "tests/test_custom_op.py -k meta",
+        DECODE_OP_PLUGIN_IN_PLACE,
+    ),
+    Mutation(
+        "the op-plugin cache update returns the cache, as scatter_update_ does",
+        f"{PACKAGE}/op_plugin_functions.yaml",
+        "(Tensor(a!) cache, Tensor input_pos, Tensor update) -> ()",
+        "(Tensor(a!) cache, Tensor input_pos, Tensor update) -> Tensor(a!)",
+        "tests/test_opschema.py -k project_schema",
+        DECODE_OP_PLUGIN_IN_PLACE,
     ),
 )
 

@@ -85,8 +85,15 @@ class KVCache(nn.Module):
         """Write k and v (batch, heads, n, head_dim) at positions input_pos of rows [:batch]; the
         cache rows [:batch], every position."""
         batch = k.shape[0]
+{%- if cookiecutter.custom_op == "in_place" %}
+        # The custom op, once per cache: cache[:batch, :, input_pos] = update, in place.
+        write = {{ op }}
+        write(self.k_cache, input_pos, k)
+        write(self.v_cache, input_pos, v)
+{%- else %}
         self.k_cache[:batch, :, input_pos] = k
         self.v_cache[:batch, :, input_pos] = v
+{%- endif %}
         return self.k_cache[:batch], self.v_cache[:batch]
 
 
@@ -131,12 +138,7 @@ class Block(nn.Module):
         # Over every cached position; the mask hides those after input_pos.
         attention = F.scaled_dot_product_attention(rotate(q, cos, sin), k, v, attn_mask=mask)
         x = x + self.o_proj(attention.transpose(1, 2).flatten(-2))
-{%- if cookiecutter.custom_op == "in_place" %}
-        mlp = self.down(F.silu(self.up(self.mlp_norm(x))))
-        # The custom op: x += mlp, in place.
-        {{ op }}(x, mlp)
-        return x
-{%- elif cookiecutter.custom_op == "out_of_place" %}
+{%- if cookiecutter.custom_op == "out_of_place" %}
         mlp = self.down(F.silu(self.up(self.mlp_norm(x))))
         # The custom op: x + mlp.
         return {{ op }}(x, mlp)
