@@ -13,7 +13,8 @@ from cookiecutter.exceptions import FailedHookException
 
 
 def load_hook(name: str):
-    spec = importlib.util.spec_from_file_location(name, TEMPLATE / "hooks" / f"{name}.py")
+    """The hook as the module `hooks.<name>`: the name mutation testing knows it by."""
+    spec = importlib.util.spec_from_file_location(f"hooks.{name}", TEMPLATE / "hooks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
