@@ -1,6 +1,6 @@
 """The mutation score: mutmut over the code users run, against the tests that guard it.
 
-    python tests/mutation_score.py [--workers N] [TARGET ...]      (`nox -s mutation_score`)
+    python tests/mutation_score.py [--workers N] [TARGET[:MODULE] ...]   (`nox -s mutation_score`)
 
 tests/mutations.py replays the bugs the team thought of; this measures the rest. mutmut makes
 every small change it knows (a flipped comparison, a constant, a dropped argument, ...) to each
@@ -12,7 +12,8 @@ the package) against that project's own suite, or the template itself, mutating 
 against their tests. Another bake is one more entry in TARGETS. Each target works in
 build/mutation/<name>, where mutmut keeps its results: the next run tests only the mutants of
 functions that changed, and again every survivor when anything else (the tests) changed. Delete
-the folder to start afresh.
+the folder to start afresh. `TARGET:MODULE` (`full:toolkit/report.py`) tests that module's
+mutants again, all of them, and no other.
 
 It prints a table per module (mutants, killed, survived, timed out, score: the share killed or
 timed out, as a test run that hangs fails too) and writes every survivor to
@@ -113,15 +114,21 @@ KEPT_NAMES = {"mutants", "setup.cfg"}  # mutmut's own, in a working folder
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("targets", nargs="*", metavar="TARGET", help=", ".join(t.name for t in TARGETS))
+    parser.add_argument(
+        "targets", nargs="*", metavar="TARGET[:MODULE]", help=", ".join(t.name for t in TARGETS)
+    )
     parser.add_argument("--workers", type=int, default=2, help="mutants tested side by side (default 2)")
     arguments = parser.parse_args()
-    unknown = set(arguments.targets) - {target.name for target in TARGETS}
+    modules: dict[str, list[str]] = {}
+    for argument in arguments.targets:
+        name, _, module = argument.partition(":")
+        modules.setdefault(name, []).extend([module] if module else [])
+    unknown = set(modules) - {target.name for target in TARGETS}
     if unknown:
         parser.error(
             f"no target {', '.join(sorted(unknown))}; the targets: {', '.join(t.name for t in TARGETS)}"
         )
-    chosen = [t for t in TARGETS if not arguments.targets or t.name in arguments.targets]
+    chosen = [t for t in TARGETS if not modules or t.name in modules]
     install_tracing()
     os.nice(10)  # tens of minutes of work: whatever else runs on the machine comes first
     verdicts = read_verdicts()
@@ -129,7 +136,7 @@ def main() -> int:
     for target in chosen:
         started = time.perf_counter()
         folder = prepare(target)
-        run_mutmut(target, folder, arguments.workers)
+        run_mutmut(target, folder, arguments.workers, modules.get(target.name, []))
         results = read_results(folder)
         rows += table_rows(target, results)
         survivors += [(target.name, *survivor) for survivor in survivors_of(target, folder, results)]
@@ -248,8 +255,14 @@ def mutmut_config(target: Target, work: Path) -> str:
     return "\n".join(lines)
 
 
-def run_mutmut(target: Target, work: Path, workers: int) -> None:
-    """mutmut run; then the survivors again if anything but the mutated code changed."""
+def run_mutmut(target: Target, work: Path, workers: int, modules: list[str]) -> None:
+    """mutmut run; then the survivors again if anything but the mutated code changed. With
+    `modules`, every mutant of those modules again instead."""
+    if modules:
+        base = "" if target.answers is None else f"{PACKAGE}."
+        patterns = [base + module.removesuffix(".py").replace("/", ".") + ".*" for module in modules]
+        mutmut(work, "run", "--max-children", str(workers), *patterns)
+        return
     fingerprint = fingerprint_of(target, work)
     marker = work / "mutants" / "tests-fingerprint"
     retest = marker.exists() and marker.read_text() != fingerprint
