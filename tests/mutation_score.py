@@ -384,7 +384,10 @@ def changed_lines(diff: str) -> str:
     return " ⏎ ".join(f"{line[0]}{line[1:].strip()}" for line in lines)
 
 
-ROW = re.compile(r"^\| (?P<target>[^|]+) \| (?P<function>[^|]+) \| `(?P<change>.*)` \| (?P<verdict>.*) \|$")
+# The change sits in a double-backtick code span: the code it quotes may hold single backticks.
+ROW = re.compile(
+    r"^\| (?P<target>[^|]+) \| (?P<function>[^|]+) \| `` (?P<change>.*) `` \| (?P<verdict>.*) \|$"
+)
 
 
 def survivor_key(target: str, function: str, change: str) -> tuple[str, str, str]:
@@ -395,7 +398,8 @@ def function_of(name: str) -> str:
     """`npu_graph_demo.toolkit.report.x_first_call__mutmut_3` -> `report.first_call`: stable
     while other code changes, unlike the mutant's number."""
     module, _, mangled = name.partition("__mutmut_")[0].rpartition(".")
-    function = mangled.removeprefix("x_").replace("ǁ", ".").strip(".")
+    # mutmut's mangling: x_<function>, or xǁ<class>ǁ<method>.
+    function = mangled.removeprefix("x_").removeprefix("xǁ").replace("ǁ", ".")
     return f"{module.rsplit('.', 1)[-1]}.{function}"
 
 
@@ -431,7 +435,7 @@ def write_survivors(survivors: list[tuple[str, str, str, str]], verdicts: dict, 
         key = survivor_key(target, function_of(name), change)
         rows[key] = verdicts.get(key, "unexplained")
     lines = [
-        f"| {target} | {function} | `{escaped(change)}` | {verdict} |"
+        f"| {target} | {function} | `` {escaped(change)} `` | {verdict} |"
         for (target, function, change), verdict in sorted(rows.items())
     ]
     SURVIVORS.write_text(SURVIVORS_HEADER + "".join(line + "\n" for line in lines))
