@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -134,18 +135,28 @@ def main() -> int:
     verdicts = read_verdicts()
     rows, survivors = [], []
     for target in chosen:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), children_cpu()
         folder = prepare(target)
         run_mutmut(target, folder, arguments.workers, modules.get(target.name, []))
         results = read_results(folder)
         rows += table_rows(target, results)
         survivors += [(target.name, *survivor) for survivor in survivors_of(target, folder, results)]
-        print(f"{target.name}: {time.perf_counter() - started:.0f} s", flush=True)
+        # The CPU time too: on a shared machine the wall-clock time says little.
+        print(
+            f"{target.name}: {time.perf_counter() - started:.0f} s, {children_cpu() - cpu:.0f} CPU s",
+            flush=True,
+        )
     print_table(rows)
     unexplained = write_survivors(survivors, verdicts, [t.name for t in chosen])
     if unexplained:
         print(f"{unexplained} survivor(s) unexplained in {SURVIVORS.relative_to(TEMPLATE)}")
     return 1 if unexplained else 0
+
+
+def children_cpu() -> float:
+    """CPU seconds used so far by the processes this one started and waited for, and theirs."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def install_tracing() -> None:
