@@ -69,6 +69,33 @@ def test_the_report_names_each_non_tensor_input(capsys):
     assert "; pass a 0-d tensor, torch.tensor(0.5)" in row
 
 
+@pytest.mark.parametrize(
+    ("config", "call", "options", "first_call"),
+    [
+        (None, (0.126, 1), "none (only npugraph_ex takes options)", "0.13 s, 1 graph"),
+        ({"frozen_parameter": True}, (2.5, 2), "{'frozen_parameter': True}", "2.50 s, 2 graphs"),
+    ],
+)
+def test_the_report_reads_row_by_row(capsys, config, call, options, first_call):
+    """Each row of the report: the backend and why, its options, the input and the output, and
+    the first call's time and graphs (one graph, or several)."""
+    backend = select_backend()
+    dummy_input, output = (torch.ones(2),), torch.zeros(3)
+{%- if tp %}
+    with tensor_parallel(backend.device) as ranks:
+        report.print_report(backend, config, dummy_input, output, report.FirstCall(*call), ranks)
+{%- else %}
+    report.print_report(backend, config, dummy_input, output, report.FirstCall(*call))
+{%- endif %}
+    assert capsys.readouterr().out.splitlines()[:5] == [
+        f"backend     {backend.name} ({backend.reason})",
+        f"options     {options}",
+        f"input       {describe_tree(dummy_input)}",
+        f"output      {describe_tree(output)}",
+        f"first call  {first_call} (compile and capture included)",
+    ]
+
+
 def test_a_first_call_that_compiles_no_graph_raises():
     """A first call that ran eagerly (no graph compiled) raises NoGraphError: the MRE must not pass."""
     backend = select_backend()
