@@ -542,3 +542,21 @@ def test_a_note_says_what_the_bake_did_with_an_answer_it_could_not_use(answers, 
     answers = {**POST_GEN_DEFAULTS, **answers}
     assert post_gen.notes(answers) == expected
     assert post_gen.next_steps(answers).splitlines()[: len(expected) + 1][:-1] == expected
+
+
+def test_a_bake_prints_the_notes_and_next_steps(tmp_path, capfd):
+    """After the files are written the bake prints its notes, then what to type next."""
+    bake(tmp_path, custom_op="in_place")
+    assert capfd.readouterr().out.splitlines()[:2] == [
+        "Note: the in-place op is named my_op_, not my_op: torch.library in-place ops end with _.",
+        "Created npu-graph-demo/ (npugraph_ex mode). Next:",
+    ]
+
+
+def test_pruning_removes_whole_folders_and_skips_missing_paths(tmp_path: Path):
+    """A listed folder goes with its contents; a listed path already gone is no error."""
+    (tmp_path / "docs" / "api").mkdir(parents=True)
+    (tmp_path / "docs" / "api" / "index.md").write_text("")
+    (tmp_path / "keep.py").write_text("")
+    post_gen.remove(tmp_path, ["docs", "gone.py"])
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["keep.py"]
