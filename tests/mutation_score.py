@@ -60,22 +60,32 @@ class Target:
 
 
 # The full bake holds the code every project shares (an in-place op shows the most of an op's
-# handling); each other bake mutates only the files that exist in it alone.
+# handling); each other bake mutates only the files that exist in it alone. The answers are
+# those of code variants the template's tests bake anyway (tests/conftest.py): shared bakes.
 TARGETS = (
     Target(
         "full",
-        {"custom_op": "in_place"},
+        {"mode": "npugraph_ex", "custom_op": "in_place", "op_registration": "torch_library"},
         ("toolkit/*.py", "__main__.py", "custom_op.py"),
     ),
     Target(
-        "tensor_parallel", {"parallel": "tensor_parallel", "custom_op": "in_place"}, ("toolkit/parallel.py",)
+        "tensor_parallel",
+        {
+            "mode": "npugraph_ex",
+            "parallel": "tensor_parallel",
+            "custom_op": "in_place",
+            "op_registration": "op_plugin",
+        },
+        ("toolkit/parallel.py",),
     ),
     Target(
-        "cache_compile", {"mode": "cache_compile", "custom_op": "in_place"}, ("toolkit/compile_cache.py",)
+        "cache_compile",
+        {"mode": "cache_compile", "custom_op": "in_place", "op_registration": "torch_library"},
+        ("toolkit/compile_cache.py",),
     ),
     Target(
         "op_plugin",
-        {"custom_op": "in_place", "op_registration": "op_plugin"},
+        {"mode": "npugraph_ex", "custom_op": "in_place", "op_registration": "op_plugin"},
         ("toolkit/op_plugin.py", "toolkit/opschema.py", "meta_registrations.py", "op_reference.py"),
     ),
     Target(
