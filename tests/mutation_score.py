@@ -129,6 +129,9 @@ def main() -> int:
         "targets", nargs="*", metavar="TARGET[:MODULE]", help=", ".join(t.name for t in TARGETS)
     )
     parser.add_argument("--workers", type=int, default=2, help="mutants tested side by side (default 2)")
+    parser.add_argument(
+        "--report", action="store_true", help="test nothing: the table and survivors of the last runs"
+    )
     arguments = parser.parse_args()
     modules: dict[str, list[str]] = {}
     for argument in arguments.targets:
@@ -142,12 +145,15 @@ def main() -> int:
     chosen = [t for t in TARGETS if not modules or t.name in modules]
     install_tracing()
     os.nice(10)  # tens of minutes of work: whatever else runs on the machine comes first
-    verdicts = read_verdicts()
     rows, survivors = [], []
     for target in chosen:
         started, cpu = time.perf_counter(), children_cpu()
-        folder = prepare(target)
-        run_mutmut(target, folder, arguments.workers, modules.get(target.name, []))
+        folder = BUILD / target.name
+        if not arguments.report:
+            prepare(target)
+            run_mutmut(target, folder, arguments.workers, modules.get(target.name, []))
+        elif not (folder / "mutants").exists():
+            continue
         results = read_results(folder)
         rows += table_rows(target, results)
         survivors += [(target.name, *survivor) for survivor in survivors_of(target, folder, results)]
@@ -157,7 +163,7 @@ def main() -> int:
             flush=True,
         )
     print_table(rows)
-    unexplained = write_survivors(survivors, verdicts, [t.name for t in chosen])
+    unexplained = write_survivors(survivors, [t.name for t in chosen])
     if unexplained:
         print(f"{unexplained} survivor(s) unexplained in {SURVIVORS.relative_to(TEMPLATE)}")
     return 1 if unexplained else 0
@@ -446,8 +452,9 @@ with its change and a verdict kept from run to run. A survivor is either killed 
 """
 
 
-def write_survivors(survivors: list[tuple[str, str, str, str]], verdicts: dict, ran: list[str]) -> int:
+def write_survivors(survivors: list[tuple[str, str, str, str]], ran: list[str]) -> int:
     """Rewrite the list for the targets that ran, keep the others' rows; count the unexplained."""
+    verdicts = read_verdicts()  # now: they may have been written while the mutants ran
     rows = {}
     for key, verdict in verdicts.items():
         if key[0] not in ran:
