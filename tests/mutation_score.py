@@ -82,9 +82,10 @@ TARGETS = (
         "cache_compile",
         {"mode": "cache_compile", "custom_op": "in_place", "op_registration": "torch_library"},
         ("toolkit/compile_cache.py",),
-        # It reads compile_cache.py's source to write the literal cache_compile call, and mutmut
-        # rewrites that source; the full target mutates export.py against it.
-        ("--deselect=tests/test_export.py::test_npu_target_is_the_literal_seed_form",),
+        # export bundles compile_cache.py's source into one file, and mutmut's rewrite of it (a
+        # dispatch table filled after the class) is no source export can order; the full target
+        # mutates export.py against these tests, where compile_cache.py does not exist.
+        ("--ignore=tests/test_export.py",),
     ),
     Target(
         "op_plugin",
