@@ -465,6 +465,7 @@ def test_each_refusal_reads_in_full(answers, line):
     [
         {"model_class": "Block2", "input_shape": "1, 1", "cache_dir": "a/b"},
         {"cache_dir": "npu_cache/"},
+        {"cache_dir": "npu_cache/LINUX"},
         {"package_name": "p" * 32, "model_class": "Cnn", "cache_dir": "cache.d/x-y_z"},
         {"custom_op": "in_place", "op_name": "o" * 32 + "_", "op_namespace": "n" * 32},
         {**TP, "input_shape": "2,8,32"},
