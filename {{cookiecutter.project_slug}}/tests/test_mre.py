@@ -4,6 +4,7 @@
 
 import ast
 import inspect
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -94,6 +95,18 @@ def test_the_report_reads_row_by_row(capsys, config, call, options, first_call):
         f"output      {describe_tree(output)}",
         f"first call  {first_call} (compile and capture included)",
     ]
+
+
+def test_on_an_npu_the_first_call_waits_for_the_device(monkeypatch):
+    """On an NPU the first call's time covers the device work still queued; elsewhere nothing
+    waits."""
+    waited = []
+    npu = SimpleNamespace(synchronize=lambda: waited.append("npu"))
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    report.synchronize("cpu")
+    assert waited == []
+    report.synchronize("npu")
+    assert waited == ["npu"]
 
 
 def test_a_first_call_that_compiles_no_graph_raises():
