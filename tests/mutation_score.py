@@ -377,12 +377,13 @@ def print_table(rows: list[tuple]) -> None:
     print("-" * len(header))
     for target, module, counts in rows:
         tested = counts["mutants"] - counts["not run"]
-        score = (counts["killed"] + counts["timed out"]) / tested if tested else 0.0
-        flag = "" if score >= GOAL else "  < 85%"
+        score = (counts["killed"] + counts["timed out"]) / tested if tested else None
+        flag = "" if score is None or score >= GOAL else "  < 85%"
+        shown = "-" if score is None else f"{score:.1%}"
         untested = f"  ({counts['not run']} not run yet)" if counts["not run"] else ""
         print(
             f"{target:<16} {module:<28} {counts['mutants']:>7} {counts['killed']:>6} "
-            f"{counts['survived']:>8} {counts['timed out']:>9} {score:>6.1%}{flag}{untested}"
+            f"{counts['survived']:>8} {counts['timed out']:>9} {shown:>6}{flag}{untested}"
         )
 
 
