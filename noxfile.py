@@ -1,5 +1,5 @@
 """Tasks for the template repository: `nox -s demo`, `nox -s tests`, `nox -s lint`, `nox -s speed`,
-`nox -s mutations`."""
+`nox -s mutations`, `nox -s mutation_score`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ nox.options.reuse_venv = "yes"
 ROOT = Path(__file__).parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 TEST_DEPENDENCIES = nox.project.dependency_groups(PYPROJECT, "test")
+MUTATION_DEPENDENCIES = nox.project.dependency_groups(PYPROJECT, "mutation")
 COOKIECUTTER = next(dependency for dependency in TEST_DEPENDENCIES if dependency.startswith("cookiecutter"))
 PRE_COMMIT_CONFIG = ROOT / ".pre-commit-config.yaml"
 RUFF_HOOKS = "https://github.com/astral-sh/ruff-pre-commit"
@@ -79,3 +80,12 @@ def mutations(session: nox.Session) -> None:
     """Plant each bug of tests/mutations.py in a scratch copy and check that its tests catch it."""
     session.install(*TEST_DEPENDENCIES)
     session.run("python", "tests/mutations.py", *session.posargs)
+
+
+@nox.session
+def mutation_score(session: nox.Session) -> None:
+    """Mutation testing (mutmut) of the toolkit, CLI and op files in baked projects and of the hooks:
+    a table per module, survivors in tests/mutation_survivors.md. On demand; cached in build/mutation.
+    `nox -s mutation_score -- hooks` runs one target, `-- --workers 1` on fewer cores."""
+    session.install(*TEST_DEPENDENCIES, *MUTATION_DEPENDENCIES)
+    session.run("python", "tests/mutation_score.py", *session.posargs)

@@ -814,6 +814,38 @@ MUTATIONS = (
         "tests/test_opschema.py -k project_schema",
         DECODE_OP_PLUGIN_IN_PLACE,
     ),
+    # Found by `nox -s mutation_score`: survivors that new tests kill.
+    Mutation(
+        "cache_compile on an NPU never gets the cache folder",
+        f"{TOOLKIT}/compile_cache.py",
+        "method, dynamic=dynamic, cache_dir=cache_dir, options=backend.options",
+        "method, dynamic=dynamic, options=backend.options",
+        "tests/test_compile_cache.py -k on_an_npu",
+        {"mode": "cache_compile"},
+    ),
+    Mutation(
+        "a SoC known not to capture is called unknown",
+        f"{TOOLKIT}/backend.py",
+        "    if soc in NO_CAPTURE_SOCS or soc.startswith(NO_CAPTURE_PREFIXES):",
+        "    if soc in NO_CAPTURE_SOCS and soc.startswith(NO_CAPTURE_PREFIXES):",
+        "tests/test_backend.py -k refused_soc_falls",
+        DEFAULT,
+    ),
+    Mutation(
+        "bench's p95 is the next quantile up",
+        f"{TOOLKIT}/bench.py",
+        "round(q * 100) - 1]",
+        "round(q * 100)]",
+        "tests/test_bench.py -k latency",
+        DEFAULT,
+    ),
+    Mutation(
+        "pre-gen hook refuses a cache dir with a trailing slash",
+        "hooks/pre_gen_project.py",
+        '    if PurePosixPath(path).as_posix() != path.rstrip("/"):',
+        '    if PurePosixPath(path).as_posix() != path.lstrip("/"):',
+        "tests/test_hooks.py -k edge_of",
+    ),
 )
 
 

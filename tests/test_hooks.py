@@ -13,7 +13,8 @@ from cookiecutter.exceptions import FailedHookException
 
 
 def load_hook(name: str):
-    spec = importlib.util.spec_from_file_location(name, TEMPLATE / "hooks" / f"{name}.py")
+    """The hook as the module `hooks.<name>`: the name mutation testing knows it by."""
+    spec = importlib.util.spec_from_file_location(f"hooks.{name}", TEMPLATE / "hooks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -279,4 +280,315 @@ def test_post_gen_removes_folders_left_empty(tmp_path: Path):
     (tmp_path / "a" / "b" / "only.py").write_text("")
     (tmp_path / "keep.py").write_text("")
     post_gen.remove(tmp_path, ["a/b/only.py"])
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["keep.py"]
+
+
+TP = {"parallel": "tensor_parallel"}
+TORCH_LIBRARY_OP = {"custom_op": "out_of_place", "op_registration": "torch_library"}
+# Answers over DEFAULTS, and the one line the pre-generation hook prints for them, in full: what a
+# user reads, each check's every refusal (the bakes above check a few words of each end to end).
+REFUSALS = {
+    "empty project name": (
+        {"project_name": " "},
+        "ERROR: project_name is empty; give the project a name, e.g. NPU Graph Demo",
+    ),
+    "not an identifier": (
+        {"package_name": "my-project"},
+        (
+            "ERROR: package_name='my-project' is not a valid Python import name (letters, digits and _, "
+            "not starting with a digit); set package_name, e.g. my_project"
+        ),
+    ),
+    "not ASCII": (
+        {"model_class": "Modèle"},
+        (
+            "ERROR: model_class='Modèle' is not a valid class name (letters, digits and _, not starting "
+            "with a digit); e.g. TinyBlock"
+        ),
+    ),
+    "32 characters at most": (
+        {"package_name": "p" * 33},
+        (
+            f"ERROR: package_name='{'p' * 33}' is longer than 32 characters, which keeps generated lines "
+            "within 100 columns; set package_name, e.g. my_project"
+        ),
+    ),
+    "a keyword": (
+        {"model_class": "None"},
+        "ERROR: model_class='None' is a Python keyword, so it can't be a class name; e.g. TinyBlock",
+    ),
+    "a shadowed module": (
+        {"package_name": "json"},
+        (
+            "ERROR: package_name='json' would shadow the module `json` that the project or its tools "
+            "import; e.g. my_json"
+        ),
+    ),
+    "a bad slug": (
+        {"project_slug": "My Project"},
+        (
+            "ERROR: project_slug='My Project' is not a valid folder and distribution name; use lowercase "
+            "letters, digits and dashes, e.g. my-project"
+        ),
+    ),
+    "a generated name": (
+        {"model_class": "INPUT_SHAPE"},
+        (
+            "ERROR: model_class='INPUT_SHAPE' clashes with the name `INPUT_SHAPE` the generated code "
+            "already uses; e.g. TinyBlock"
+        ),
+    ),
+    "a test class": (
+        {"model_class": "TestNet"},
+        (
+            "ERROR: model_class='TestNet' starts with Test, so pytest would try to collect it as a test "
+            "class; e.g. TinyBlock"
+        ),
+    ),
+    "lowercase": (
+        {"model_class": "block"},
+        (
+            "ERROR: model_class='block' does not start with a capital letter, as a class name should; "
+            "e.g. TinyBlock"
+        ),
+    ),
+    "capitals": (
+        {"model_class": "CNN"},
+        (
+            "ERROR: model_class='CNN' is all capitals, which ruff's import sorting takes for a constant; "
+            "use CapWords, e.g. Cnn"
+        ),
+    ),
+    "not integers": (
+        {"input_shape": "2, x"},
+        "ERROR: input_shape='2, x' is not a comma-separated list of positive integers; e.g. 2, 8, 32",
+    ),
+    "one dimension": (
+        {"input_shape": "32"},
+        (
+            "ERROR: input_shape='32' needs at least two dimensions, (..., sequence, hidden), because the "
+            "model attends over the sequence; e.g. 2, 8, 32"
+        ),
+    ),
+    "odd hidden size, no spaces": (
+        {**TP, "input_shape": "2,8,33"},
+        (
+            "ERROR: input_shape='2,8,33' has an odd hidden size, 33: parallel=tensor_parallel splits the "
+            "sample's attention heads over 2 ranks in the project's tests, so it needs an even one; "
+            "e.g. 2, 8, 34"
+        ),
+    ),
+    "tensor parallel, not integers": (
+        {**TP, "input_shape": "2, 0"},
+        "ERROR: input_shape='2, 0' is not a comma-separated list of positive integers; e.g. 2, 8, 32",
+    ),
+    "empty cache dir": ({"cache_dir": " "}, "ERROR: cache_dir=' ' is empty; e.g. .torchair_cache"),
+    "cache dir with a tab": (
+        {"cache_dir": "a\tb"},
+        "ERROR: cache_dir='a\\tb' contains a control character such as a newline; e.g. .torchair_cache",
+    ),
+    "absolute cache dir": (
+        {"cache_dir": "C:cache"},
+        (
+            "ERROR: cache_dir='C:cache' must be relative to where the MRE runs (cache_compile resolves it "
+            "against the working directory); e.g. .torchair_cache"
+        ),
+    ),
+    "cache dir not plain": (
+        {"cache_dir": "a//b"},
+        "ERROR: cache_dir='a//b' is not written plainly (no ./, //); e.g. a/b",
+    ),
+    "cache dir climbing out": (
+        {"cache_dir": "a/../b"},
+        (
+            "ERROR: cache_dir='a/../b' must not climb out of the working directory with ..; "
+            "e.g. .torchair_cache"
+        ),
+    ),
+    "cache dir in the project": (
+        {"cache_dir": "tests/cache"},
+        (
+            "ERROR: cache_dir='tests/cache' would put the cache inside the project's own files (or be the "
+            "project); e.g. .torchair_cache"
+        ),
+    ),
+    "cache dir a pattern": (
+        {"cache_dir": "!cache"},
+        (
+            "ERROR: cache_dir='!cache' has characters that .gitignore reads as patterns (* ? [ ] \\ # !); "
+            "e.g. .torchair_cache"
+        ),
+    ),
+    "cache dir with a bracket": (
+        {"cache_dir": "cache[1]"},
+        (
+            "ERROR: cache_dir='cache[1]' has characters that .gitignore reads as patterns (* ? [ ] \\ # !); "
+            "e.g. .torchair_cache"
+        ),
+    ),
+    "not an email": (
+        {"author_email": "you@"},
+        ("ERROR: author_email='you@' is not an email address package metadata accepts; e.g. you@example.com"),
+    ),
+    "op name not snake_case": (
+        {**TORCH_LIBRARY_OP, "op_name": "myOp"},
+        (
+            "ERROR: op_name='myOp' is not a snake_case operator name (lowercase letters, digits, single _); "
+            "e.g. my_op"
+        ),
+    ),
+    "op name a keyword": (
+        {**TORCH_LIBRARY_OP, "op_name": "lambda"},
+        (
+            "ERROR: op_name='lambda' is not a snake_case operator name (lowercase letters, digits, single "
+            "_); e.g. my_op"
+        ),
+    ),
+    "op name too long": (
+        {**TORCH_LIBRARY_OP, "op_name": "o" * 33},
+        (
+            f"ERROR: op_name='{'o' * 33}' is longer than 32 characters, which keeps generated lines within "
+            "100 columns; e.g. my_op"
+        ),
+    ),
+    "op name custom_op.py uses": (
+        {**TORCH_LIBRARY_OP, "op_name": "torch"},
+        "ERROR: op_name='torch' would replace the name `torch` that custom_op.py already uses; e.g. my_op",
+    ),
+    "out-of-place op ending in _": (
+        {**TORCH_LIBRARY_OP, "op_name": "my_op_"},
+        (
+            "ERROR: op_name='my_op_' ends with _, which marks an in-place op; drop the _ or choose "
+            "custom_op=in_place"
+        ),
+    ),
+    "op-plugin op ending in _": (
+        {"custom_op": "in_place", "op_registration": "op_plugin", "op_name": "my_op_"},
+        (
+            "ERROR: op_name='my_op_' ends with _, which op-plugin's code generator reads as an ATen "
+            "in-place variant that must take and return `self`, while graph mode needs an in-place custom "
+            "op to return no mutated input; drop the _, e.g. my_op"
+        ),
+    ),
+    "namespace not an identifier": (
+        {**TORCH_LIBRARY_OP, "op_namespace": "my-ops"},
+        (
+            "ERROR: op_namespace='my-ops' is not a valid operator namespace (letters, digits and _, not "
+            "starting with a digit); e.g. my_ops"
+        ),
+    ),
+    "namespace reserved": (
+        {**TORCH_LIBRARY_OP, "op_namespace": "aten"},
+        "ERROR: op_namespace='aten' is owned by torch or torch_npu (torch.ops.aten); e.g. my_ops",
+    ),
+}
+
+
+@pytest.mark.parametrize(("answers", "line"), REFUSALS.values(), ids=REFUSALS.keys())
+def test_each_refusal_reads_in_full(answers, line):
+    """Each refusal is one ERROR line: the variable, its value, why, and an example that works."""
+    assert pre_gen.problems({**DEFAULTS, **answers}) == [line]
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        {"model_class": "Block2", "input_shape": "1, 1", "cache_dir": "a/b"},
+        {"cache_dir": "npu_cache/"},
+        {"cache_dir": "npu_cache/LINUX"},
+        {"package_name": "p" * 32, "model_class": "Cnn", "cache_dir": "cache.d/x-y_z"},
+        {"custom_op": "in_place", "op_name": "o" * 32 + "_", "op_namespace": "n" * 32},
+        {**TP, "input_shape": "2,8,32"},
+        {"custom_op": "in_place", "op_registration": "op_plugin", "op_name": "torch"},
+        {"custom_op": "none", "op_name": "Not An Op", "op_namespace": "npu"},
+    ],
+)
+def test_answers_at_the_edge_of_each_rule_pass(answers):
+    """Limits are inclusive, and op answers without an op (or op-plugin's) are not checked."""
+    assert pre_gen.problems({**DEFAULTS, **answers}) == []
+
+
+def test_every_control_character_in_free_text_is_named():
+    """Every free-text answer with a control character gets its own line, naming it."""
+    answers = {**DEFAULTS, "description": "a\nb", "author_name": "x\ty"}
+    assert pre_gen.problems(answers) == [
+        f"ERROR: {variable}={value!r} has a newline or another control or invisible character, which "
+        "package metadata cannot hold; write it on one line, e.g. NPU Graph Demo"
+        for variable, value in [("description", "a\nb"), ("author_name", "x\ty")]
+    ]
+
+
+POST_GEN_DEFAULTS = {**DEFAULTS, "mode": "npugraph_ex", "__op": "my_op"}
+
+
+def test_next_steps_are_the_commands_a_new_user_types():
+    """After a bake: the folder, the mode, then each command with why, the comments aligned."""
+    assert post_gen.next_steps(POST_GEN_DEFAULTS) == (
+        "Created npu-graph-demo/ (npugraph_ex mode). Next:\n"
+        "  cd npu-graph-demo\n"
+        "  pip install -e . --group test   # pip 25.1+; without a GPU, install torch's CPU build first "
+        "(README)\n"
+        "  python -m npu_graph_demo.mre    # one inference step; the report says which backend ran and "
+        "why\n"
+        "  python -m npu_graph_demo check  # is your model (model.py) ready for graph mode? --help: all "
+        "tools\n"
+        "  python -m pytest                # the tests; those that need an NPU skip off-NPU, with the "
+        "reason"
+    )
+
+
+NOTES = {
+    "no op, op-plugin chosen": (
+        {"custom_op": "none", "op_registration": "op_plugin", "op_namespace": "npu_graph_demo"},
+        ["Note: op_registration=op_plugin is unused: custom_op is none."],
+    ),
+    "npugraph_ex mode, cache dir given": (
+        {"cache_dir": "npu_cache"},
+        ["Note: cache_dir=npu_cache is unused: only cache_compile mode caches."],
+    ),
+    "cache_compile mode, cache dir given": ({"mode": "cache_compile", "cache_dir": "npu_cache"}, []),
+    "op-plugin, own namespace given": (
+        {"custom_op": "out_of_place", "op_registration": "op_plugin", "op_namespace": "ops"},
+        ["Note: op_namespace is unused: op-plugin ops always live in torch.ops.npu."],
+    ),
+    "torch.library in-place op renamed": (
+        {"custom_op": "in_place", "__op": "my_op_"},
+        ["Note: the in-place op is named my_op_, not my_op: torch.library in-place ops end with _."],
+    ),
+    "op-plugin in-place op": (
+        {"custom_op": "in_place", "op_registration": "op_plugin"},
+        [
+            (
+                "Note: the in-place op keeps the name my_op, without a trailing _: op-plugin's code "
+                "generator reads name_ as an ATen in-place variant, which must return self."
+            )
+        ],
+    ),
+    "the defaults": ({}, []),
+}
+
+
+@pytest.mark.parametrize(("answers", "expected"), NOTES.values(), ids=NOTES.keys())
+def test_a_note_says_what_the_bake_did_with_an_answer_it_could_not_use(answers, expected):
+    """An answer the bake adapted or left unused gets one Note line before the next steps."""
+    answers = {**POST_GEN_DEFAULTS, **answers}
+    assert post_gen.notes(answers) == expected
+    assert post_gen.next_steps(answers).splitlines()[: len(expected) + 1][:-1] == expected
+
+
+def test_a_bake_prints_the_notes_and_next_steps(tmp_path, capfd):
+    """After the files are written the bake prints its notes, then what to type next."""
+    bake(tmp_path, custom_op="in_place")
+    assert capfd.readouterr().out.splitlines()[:2] == [
+        "Note: the in-place op is named my_op_, not my_op: torch.library in-place ops end with _.",
+        "Created npu-graph-demo/ (npugraph_ex mode). Next:",
+    ]
+
+
+def test_pruning_removes_whole_folders_and_skips_missing_paths(tmp_path: Path):
+    """A listed folder goes with its contents; a listed path already gone is no error."""
+    (tmp_path / "docs" / "api").mkdir(parents=True)
+    (tmp_path / "docs" / "api" / "index.md").write_text("")
+    (tmp_path / "keep.py").write_text("")
+    post_gen.remove(tmp_path, ["docs", "gone.py"])
     assert sorted(path.name for path in tmp_path.iterdir()) == ["keep.py"]

@@ -219,6 +219,60 @@ def test_unchanged_counters_report_no_recompile():
     result = summarize(fabricated_run(counters, dict(counters)))
     assert result["recompiled"] == []
     assert "none while timing" in bench.render_table(result)
+
+
+def test_latency_is_the_median_p95_and_mean_of_the_calls():
+    """p50 is the median call, p95 lies between the two slowest, mean is the mean: on times where
+    each differs from the others, and from the mean of the device times."""
+    timings = bench.latency([4.0, 1.0, 10.0, 2.0, 3.0], [0.5, 1.5])
+    assert timings == pytest.approx(
+        {"p50_ms": 3.0, "p95_ms": 8.8, "mean_ms": 4.0, "device_mean_ms": 1.0}
+    )
+    one_call = {"p50_ms": 5.0, "p95_ms": 5.0, "mean_ms": 5.0, "device_mean_ms": None}
+    assert bench.latency([5.0], []) == one_call
+{%- if not tp %}
+
+
+def uneven_result(device_ms: tuple[float, float] | None) -> dict:
+    """A summarized run whose every figure differs, with device times or without."""
+    host_ms = {"eager": [3.0, 2.0, 7.0], "graph": [1.0, 1.5, 4.0]}
+    result = summarize(bench.Run(counters_before={}, counters_after={}, host_ms=host_ms))
+    if device_ms:
+        result["eager"]["device_mean_ms"], result["graph"]["device_mean_ms"] = device_ms
+    return result
+
+
+def test_table_reads_every_figure_under_its_title():
+    """The table: what ran, then each mode's p50, p95, mean (and device) ms in titled columns, the
+    speedup with its IQR, recompiles, and the stand-in's note."""
+    inputs = describe_tree(example_inputs())
+    assert bench.render_table(uneven_result((1.5, 0.25))).splitlines() == [
+        "backend     aot_eager (a test)",
+        "device      cpu",
+        f"inputs      {inputs}",
+        "iterations  3 timed, each one eager and one graph call; warm-up: 1 of each",
+        "compile     0.500 s (first graph call: Dynamo, AOT, capture)",
+        "                p50 ms    p95 ms   mean ms device ms",
+        "eager            3.000     6.600     4.000     1.500",
+        "graph            1.500     3.750     2.167     0.250",
+        "speedup     1.75x eager/graph, median per iteration (IQR 1.54x to 2.38x)",
+        "recompiles  none while timing (no recompile, no recapture)",
+        (
+            "note        aot_eager stands in for npugraph_ex: these numbers compare eager with the "
+            "stand-in and do not predict NPU speed"
+        ),
+    ]
+
+
+def test_table_has_no_device_column_without_device_times():
+    """Off an NPU nothing times the device: no device column, and no empty cells."""
+    lines = bench.render_table(uneven_result(None)).splitlines()
+    assert lines[5:8] == [
+        "                p50 ms    p95 ms   mean ms",
+        "eager            3.000     6.600     4.000",
+        "graph            1.500     3.750     2.167",
+    ]
+{%- endif %}
 {%- if tp %}
 
 

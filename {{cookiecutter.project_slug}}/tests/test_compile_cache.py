@@ -4,6 +4,7 @@
 import logging
 import re
 import stat
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,10 +14,13 @@ from torch._dynamo.utils import counters
 
 {% if tp %}from {{ cookiecutter.package_name }} import mre
 {% endif %}from {{ cookiecutter.package_name }}.model import build_model, example_inputs
-{%- if tp %}
 from {{ cookiecutter.package_name }}.toolkit import compile_cache
-{%- endif %}
-from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, npu_status, select_backend
+from {{ cookiecutter.package_name }}.toolkit.backend import (
+    BACKEND_ENV,
+    Backend,
+    npu_status,
+    select_backend,
+)
 from {{ cookiecutter.package_name }}.toolkit.compile_cache import CACHE_DIR, CachedModel
 from {{ cookiecutter.package_name }}.toolkit.contract import to_device
 
@@ -88,8 +92,38 @@ def test_stand_in_says_no_cache_is_written(in_tmp_dir, caplog, monkeypatch):
     monkeypatch.setenv(BACKEND_ENV, "aot_eager")
     with caplog.at_level(logging.WARNING):
         run_once(Plain())
-    assert "no persistent cache is written" in caplog.text
+    said = "cache_compile: aot_eager compiles CachedModel._forward here, and no persistent cache"
+    assert caplog.messages == [f"{said} is written"]
     assert not (in_tmp_dir / CACHE_DIR).exists()
+
+
+def test_on_an_npu_cache_compile_gets_the_method_shapes_folder_and_options(monkeypatch):
+    """On an NPU CachedModel hands npugraph_ex's cache_compile its _forward, dynamic=False, the
+    cache folder it was given and the npugraph_ex options, and forward() runs what that returns."""
+    asked = []
+
+    def recording(method, **keywords):
+        asked.append((method, keywords))
+        return lambda *dummy_input: ("cached graph", dummy_input)
+
+    inference = SimpleNamespace(cache_compile=recording)
+    npu = SimpleNamespace(npugraph_ex=SimpleNamespace(inference=inference))
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    backend = Backend("npugraph_ex", "npu", "a test")
+    monkeypatch.setattr(compile_cache, "select_backend", lambda: backend)
+    model = CachedModel(Plain(), cache_dir="npu_cache")
+    ((method, keywords),) = asked
+    assert method == model._forward
+    assert keywords == {"dynamic": False, "cache_dir": "npu_cache", "options": backend.options}
+    assert model(1, 2) == ("cached graph", (1, 2))
+
+
+def test_instances_counts_the_cached_models_built():
+    """CachedModel.instances counts the CachedModels built in this process, one each."""
+    before = CachedModel.instances
+    CachedModel(Plain())
+    CachedModel(Plain())
+    assert CachedModel.instances == before + 2
 
 
 @pytest.mark.npu

@@ -4,6 +4,7 @@
 
 import ast
 import inspect
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -65,6 +66,45 @@ def test_the_report_names_each_non_tensor_input(capsys):
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("constant")]
     assert row.startswith("constant    [1]: float 0.5 is baked into the graph as a constant")
     assert "; pass a 0-d tensor, torch.tensor(0.5)" in row
+
+
+@pytest.mark.parametrize(
+    ("config", "call", "options", "first_call"),
+    [
+        (None, (0.126, 1), "none (only npugraph_ex takes options)", "0.13 s, 1 graph"),
+        ({"frozen_parameter": True}, (2.5, 2), "{'frozen_parameter': True}", "2.50 s, 2 graphs"),
+    ],
+)
+def test_the_report_reads_row_by_row(capsys, config, call, options, first_call):
+    """Each row of the report: the backend and why, its options, the input and the output, and
+    the first call's time and graphs (one graph, or several)."""
+    backend = select_backend()
+    dummy_input, output = (torch.ones(2),), torch.zeros(3)
+{%- if tp %}
+    with tensor_parallel(backend.device) as ranks:
+        report.print_report(backend, config, dummy_input, output, report.FirstCall(*call), ranks)
+{%- else %}
+    report.print_report(backend, config, dummy_input, output, report.FirstCall(*call))
+{%- endif %}
+    assert capsys.readouterr().out.splitlines()[:5] == [
+        f"backend     {backend.name} ({backend.reason})",
+        f"options     {options}",
+        f"input       {describe_tree(dummy_input)}",
+        f"output      {describe_tree(output)}",
+        f"first call  {first_call} (compile and capture included)",
+    ]
+
+
+def test_on_an_npu_the_first_call_waits_for_the_device(monkeypatch):
+    """On an NPU the first call's time covers the device work still queued; elsewhere nothing
+    waits."""
+    waited = []
+    npu = SimpleNamespace(synchronize=lambda: waited.append("npu"))
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    report.synchronize("cpu")
+    assert waited == []
+    report.synchronize("npu")
+    assert waited == ["npu"]
 
 
 def test_a_first_call_that_compiles_no_graph_raises():

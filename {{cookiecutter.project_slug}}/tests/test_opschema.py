@@ -33,11 +33,17 @@ def test_op_is_defined_from_the_yaml():
 
 
 def test_op_missing_on_an_npu_is_an_error_with_the_steps():
-    """Where an NPU runs but torch_npu lacks the op, the stand-in refuses and points at the rebuild."""
-    with pytest.raises(RuntimeError, match=r"torch_npu has no npu::not_built\. .*rebuild"):
+    """Where an NPU runs but torch_npu lacks the op, the stand-in refuses with each step: where
+    the entry goes, the kernel, the rebuild, and the README section that walks through them."""
+    with pytest.raises(RuntimeError) as refused:
         op_plugin.define_if_missing(
             "not_built", "not_built(Tensor x) -> Tensor", reference, npu_ok=True
         )
+    assert str(refused.value) == (
+        "torch_npu has no npu::not_built. Add the entry of op_plugin_functions.yaml under `custom:` "
+        "in op-plugin's op_plugin_functions.yaml, deploy your Ascend C kernel and rebuild "
+        "torch_npu: README, section 'The op-plugin operator'."
+    )
 
 
 def test_an_existing_op_with_another_schema_is_refused():

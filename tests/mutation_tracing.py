@@ -1,0 +1,187 @@
+"""Which tests reach which function, for mutmut: through shared fixtures and child processes too.
+
+mutmut 3 runs each mutant against only the tests that called its function while it collected
+its stats, and it sees a call only in its own pytest process, during the test then running. Two
+ways a test reaches code escape that view, and their mutants would go untested or unkillable:
+
+- a session or module fixture (the MRE run once, a background export) runs inside whichever test
+  asked for it first, so only that test is credited, though every test using it reads its result;
+- a child process (a bake's hooks, `python -m <package> export`, torchrun ranks) calls the code
+  where mutmut cannot count it, and a hook that cookiecutter runs as a script is `__main__`, a
+  module name no mutant of `hooks.<name>` matches.
+
+As a pytest plugin (`-p mutation_tracing`), this module credits a fixture's calls to every test
+using the fixture, and collects the calls child processes write to a file named in MUTATION_HITS.
+At the start of every child process (a `.pth` file calls child_process()), it makes that process
+write its calls there while stats are collected, and run the mutant under test inside hook
+scripts. tests/mutation_score.py installs both; nothing else loads this module.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+# Not pytest: child processes load this module too, and most never import pytest.
+from pluggy import HookimplMarker
+
+if TYPE_CHECKING:
+    import pytest
+
+hookimpl = HookimplMarker("pytest")
+
+MUTANT = "MUTANT_UNDER_TEST"
+HITS = "MUTATION_HITS"
+"""The file a child process appends the functions it calls to, one qualified name a line."""
+SCRIPTS = "MUTATION_SCRIPTS"
+"""A folder of modules that also run as scripts (the hooks): `__main__` is one of them."""
+
+
+def collecting_stats() -> bool:
+    return os.environ.get(MUTANT) == "stats"
+
+
+def read_hits(path: Path) -> set[str]:
+    return set(path.read_text().split()) if path.exists() else set()
+
+
+class Tracer:
+    """Credit each test with the calls made for it by shared fixtures and by child processes."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="mutation-hits-"))
+        self.fixture_calls: defaultdict[str, set[str]] = defaultdict(set)
+        self.fixture_files: dict[str, Path] = {}
+        self.test_files: dict[str, Path] = {}
+
+    @hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
+        if fixturedef.scope == "function" or not collecting_stats():
+            return (yield)
+        from mutmut.state import state
+
+        name = fixturedef.argname
+        self.fixture_files[name] = self.folder / f"fixture-{len(self.fixture_files)}"
+        outer, state()._stats = state()._stats, set()
+        with child_hits(self.fixture_files[name]):
+            try:
+                return (yield)
+            finally:
+                self.fixture_calls[name] |= state()._stats
+                state()._stats = outer | state()._stats
+
+    @hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
+        if not collecting_stats():
+            return (yield)
+        self.test_files[item.nodeid] = self.folder / f"test-{len(self.test_files)}"
+        with child_hits(self.test_files[item.nodeid]):
+            return (yield)
+
+    @hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Testing a mutant: its fastest tests first, so a kill (the run stops at the first
+        failure) seldom waits for a slow test that another test beats to it."""
+        if "__mutmut_" not in os.environ.get(MUTANT, ""):
+            return
+        stats = Path("mutmut-stats.json")  # mutmut runs the tests in its mutants/ folder
+        durations = json.loads(stats.read_text())["duration_by_test"] if stats.exists() else {}
+        items.sort(key=lambda item: durations.get(item.nodeid, 0.0))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Read the files last: a process a fixture started in the background may end any time."""
+        if not collecting_stats():
+            return
+        from mutmut.state import state
+
+        for item in session.items:
+            if item.nodeid not in self.test_files:
+                continue  # not run (-x stopped the session)
+            calls = read_hits(self.test_files[item.nodeid])
+            for fixture in getattr(item, "fixturenames", ()):
+                calls |= self.fixture_calls.get(fixture, set())
+                if fixture in self.fixture_files:
+                    calls |= read_hits(self.fixture_files[fixture])
+            test = item.nodeid.removeprefix("mutants/")
+            for function in calls:
+                state().tests_by_mangled_function_name[function].add(test)
+
+
+@contextmanager
+def child_hits(path: Path) -> Iterator[None]:
+    """Child processes started inside the block write their calls to `path`."""
+    previous = os.environ.get(HITS)
+    os.environ[HITS] = str(path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(HITS, None)
+        else:
+            os.environ[HITS] = previous
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(Tracer(), "mutation-tracer")
+
+
+def script_module() -> str:
+    """The module `__main__` is, when it is one of the SCRIPTS (matched by its docstring)."""
+    main = sys.modules.get("__main__")
+    folder = os.environ.get(SCRIPTS)
+    if not folder or main is None or not main.__doc__:
+        return ""
+    for path in sorted(Path(folder).glob("*.py")):
+        if ast.get_docstring(ast.parse(path.read_text())) == main.__doc__.strip():
+            return f"{Path(folder).name}.{path.stem}"
+    return ""
+
+
+def remembered(function: Callable[[], str]) -> Callable[[], str]:
+    cache: list[str] = []
+
+    def once() -> str:
+        if not cache:
+            cache.append(function())
+        return cache[0]
+
+    return once
+
+
+def child_process() -> None:
+    """At the start of a process the tests launched: collect its calls, or run the mutant."""
+    if not os.environ.get(MUTANT):
+        return
+    from mutmut.mutation import trampoline
+
+    module = remembered(script_module)
+    if collecting_stats():
+        path = os.environ.get(HITS)
+        seen: set[str] = set()
+
+        def record(name: str, caller: str | None = None) -> None:
+            if name.startswith("__main__.") and module():
+                name = module() + name.removeprefix("__main__")
+            if path and name not in seen:
+                seen.add(name)
+                with Path(path).open("a") as hits:
+                    hits.write(name + "\n")
+
+        trampoline.record_trampoline_hit = record
+    elif os.environ.get(SCRIPTS):
+        under_test = trampoline.get_mutant_under_test
+
+        def mapped() -> str:
+            name = under_test()
+            owner, _, mutant = name.rpartition(".")
+            return f"__main__.{mutant}" if owner and owner == module() else name
+
+        trampoline.get_mutant_under_test = mapped
