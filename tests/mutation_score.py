@@ -93,6 +93,16 @@ TARGETS = (
         ("toolkit/op_plugin.py", "toolkit/opschema.py", "meta_registrations.py", "op_reference.py"),
     ),
     Target(
+        "decode",
+        {
+            "workload": "decode",
+            "mode": "cache_compile",
+            "custom_op": "in_place",
+            "op_registration": "op_plugin",
+        },
+        ("toolkit/decode.py", "generate.py"),
+    ),
+    Target(
         "hooks",
         None,
         ("hooks/*.py",),
