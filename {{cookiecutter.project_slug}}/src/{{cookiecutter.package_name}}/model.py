@@ -200,7 +200,7 @@ def parallel_plan(world_size: int) -> dict[str, ParallelStyle]:
         "layers.*.down": RowwiseParallel(),
     }
 {%- endif %}
-{%- else %}
+{%- else -%}
 """Your model, behind the contract every tool of this project follows.
 
 - `build_model()` returns the torch.nn.Module to run, built with whatever arguments it needs.
