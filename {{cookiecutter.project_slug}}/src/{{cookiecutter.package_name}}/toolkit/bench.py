@@ -606,7 +606,7 @@ def recompiles_text(result: dict[str, Any]) -> str:
         warnings.insert(0, f"{', '.join(result['recompiled'])} changed while timing")
     if warnings:
         return f"WARNING: {'; '.join(warnings)}"
-    return "none after warm-up (no recompile, no recapture)"
+    return "none while timing (no recompile, no recapture after warm-up)"
 {%- else %}
     if result["recompiled"]:
         return f"WARNING: {', '.join(result['recompiled'])} changed while timing"
