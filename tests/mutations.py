@@ -658,6 +658,24 @@ MUTATIONS = (
         "tests/test_bench.py -k real_recompile",
         DECODE,
     ),
+    Mutation(
+        "doctor (decode) leaves the decode contract unchecked",
+        f"{TOOLKIT}/doctor.py",
+        "    check_decode,\n",
+        "",
+        "tests/test_doctor.py -k decode_contract",
+        DECODE,
+    ),
+    Mutation(
+        "doctor (decode) lets a prompt the cache cannot follow pass as runnable",
+        f"{TOOLKIT}/doctor.py",
+        "        fix = f\"raise MAX_SEQ_LEN above {length}, or shorten the prompt\"\n"
+        '        return Check("decode", "FAIL", detail, fix, blocking=True)',
+        "        fix = f\"raise MAX_SEQ_LEN above {length}, or shorten the prompt\"\n"
+        '        return Check("decode", "FAIL", detail, fix)',
+        "tests/test_doctor.py -k cache_cannot_follow",
+        DECODE,
+    ),
 )
 
 
