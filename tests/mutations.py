@@ -621,8 +621,7 @@ MUTATIONS = (
         "bench (decode) counts prefill in tokens/s",
         f"{TOOLKIT}/bench.py",
         '            mode: run.size * 1e3 / step[mode]["mean_ms"] for mode',
-        '            mode: run.size * 1e3 / (step[mode]["mean_ms"] + statistics.fmean(prefill_ms))'
-        " for mode",
+        '            mode: run.size * 1e3 / (step[mode]["mean_ms"] + statistics.fmean(prefill_ms)) for mode',
         "tests/test_bench.py -k apart_from_the_per_token",
         DECODE,
     ),
@@ -669,9 +668,9 @@ MUTATIONS = (
     Mutation(
         "doctor (decode) lets a prompt the cache cannot follow pass as runnable",
         f"{TOOLKIT}/doctor.py",
-        "        fix = f\"raise MAX_SEQ_LEN above {length}, or shorten the prompt\"\n"
+        '        fix = f"raise MAX_SEQ_LEN above {length}, or shorten the prompt"\n'
         '        return Check("decode", "FAIL", detail, fix, blocking=True)',
-        "        fix = f\"raise MAX_SEQ_LEN above {length}, or shorten the prompt\"\n"
+        '        fix = f"raise MAX_SEQ_LEN above {length}, or shorten the prompt"\n'
         '        return Check("decode", "FAIL", detail, fix)',
         "tests/test_doctor.py -k cache_cannot_follow",
         DECODE,

@@ -1,8 +1,9 @@
 """Bring your own model: real models replace model.py in a fresh bake, and every tool still works.
 
 Each model in tests/own_models/ is dropped into a baked project as a user would, then run through
-the MRE, `check`, `bench`, `export` and the project's own test suite, which runs the portable
-export in an empty folder. One graph-breaking model must fail loudly and briefly.
+the MRE, `check`, `bench`, `export` (and `generate` in a decode project) and the project's own test
+suite, which runs the portable export in an empty folder. One graph-breaking model must fail loudly
+and briefly.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ with contextlib.redirect_stdout(printed):
     output = runpy.run_module("{package}.mre", run_name="__main__")["infer_one_step"]()
 results["mre"] = [0, printed.getvalue()]
 commands = {{
+    **{extra},
     "check": ["check", "--json"],
     "bench": ["bench", "--iters", "3", "--warmup", "1", "--json"],
     "export-portable": ["export", "-o", "exported_portable.py", "--target", "portable"],
@@ -57,9 +59,10 @@ sys.exit(pytest.main(["-q", "-p", "no:cacheprovider"]))
 """
 
 
-def run_tools(project: Path) -> dict[str, tuple[int, str]]:
-    """Each tool's exit code and output; the project's own suite must pass after them."""
-    result = run_in(project, "-c", TOOLS.format(package=package_of(project)))
+def run_tools(project: Path, extra: dict[str, list[str]]) -> dict[str, tuple[int, str]]:
+    """Each tool's exit code and output, `extra` commands first; the project's own suite must pass
+    after them."""
+    result = run_in(project, "-c", TOOLS.format(package=package_of(project), extra=json.dumps(extra)))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULTS ")]
     return {name: (code, text) for name, (code, text) in json.loads(line.removeprefix("RESULTS ")).items()}
@@ -90,23 +93,31 @@ CASES = {
         {"model.py": "calls_custom_op.py"},
         {"custom_op": "out_of_place", "op_registration": "torch_library"},
     ),
+    "transformers Llama behind a StaticCache, decode": (
+        {"model.py": "static_cache_llama.py"},
+        {"workload": "decode"},
+    ),
 }
+GENERATE = {"generate": ["generate", "--json", "--new-tokens", "4"]}
+"""What a decode project runs besides the other tools."""
 
 
 @pytest.mark.slow
 @pytest.mark.full
 @pytest.mark.parametrize("case", CASES)
 def test_every_tool_runs_your_model(case, tmp_path):
-    """The MRE, check, bench, export and the project's own tests all work on a replaced model.py.
+    """The MRE, check, bench, export (generate in a decode project) and the project's own tests all
+    work on a replaced model.py.
 
     The project's own suite runs the portable export in an empty folder, with the project
     unimportable, and compares it with the MRE (test_export.py)."""
     files, answers = CASES[case]
+    decode = answers.get("workload") == "decode"
     project = bake(tmp_path / "bake", **answers)
     package = package_of(project)
     drop_in(project, files, NAMESPACE=package, OP="my_op")
 
-    results = run_tools(project)
+    results = run_tools(project, GENERATE if decode else {})
     assert "backend     aot_eager" in results["mre"][1]
     assert "1 graph" in results["mre"][1]
     check_code, check_json = results["check"]
@@ -115,6 +126,12 @@ def test_every_tool_runs_your_model(case, tmp_path):
     bench_code, bench_json = results["bench"]
     assert bench_code == 0
     assert json.loads(bench_json)["outputs_match"] is True
+    if decode:
+        generate_code, generate_json = results["generate"]
+        assert generate_code == 0, generate_json
+        generated = json.loads(generate_json)
+        assert (generated["matches_eager"], generated["recompiles"]) == (True, [])
+        assert {len(tokens) for tokens in generated["tokens"]} == {generated["prompt_length"] + 4}
     assert results["export-npu"][0] == 0
     assert results["export-portable"][0] == 0
 
@@ -157,3 +174,11 @@ def test_readme_examples_are_the_tested_models(baked, fixture):
     """The generated README's worked examples are, character for character, the models tested here."""
     readme = (baked() / "README.md").read_text()
     assert f"```python\n{(OWN_MODELS / fixture).read_text()}```" in readme
+
+
+def test_readme_generation_example_is_the_tested_model(baked):
+    """A decode project's README runs the Llama with a StaticCache tested here, character for
+    character, and none of the forward examples, which do not keep the decode contract."""
+    readme = (baked(workload="decode") / "README.md").read_text()
+    assert f"```python\n{(OWN_MODELS / 'static_cache_llama.py').read_text()}```" in readme
+    assert (OWN_MODELS / "language_model.py").read_text() not in readme
