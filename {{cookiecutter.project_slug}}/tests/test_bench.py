@@ -35,10 +35,12 @@ from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, Backend
 from {{ cookiecutter.package_name }}.toolkit.contract import describe_tree
 {%- if decode %}
 from {{ cookiecutter.package_name }}.toolkit.decode import Warmup, first_step, limits, logits_of
-from {{ cookiecutter.package_name }}.toolkit.state import State, restore, save, state_mismatches
 {%- endif %}
 {%- if tp %}
 from {{ cookiecutter.package_name }}.toolkit.parallel import fake_ranks
+{%- endif %}
+{%- if decode %}
+from {{ cookiecutter.package_name }}.toolkit.state import State, restore, save, state_mismatches
 {%- endif %}
 
 FAST = ["--iters", "3", "--warmup", "1"]

@@ -195,8 +195,12 @@ def build(backend: Backend) -> tuple[torch.nn.Module, DecodeGraphs, torch.Tensor
             f"writes position {prompt.shape[1]}, beyond MAX_SEQ_LEN = {bounds.max_seq_len}; "
             "shorten the prompt or raise MAX_SEQ_LEN in model.py"
         )
-{%- if cache %}
-    compiled = cached_steps(model, bounds.capture_sizes, cache_dir=CACHE_DIR{{ ", **ranks.cache_keywords()" if tp else "" }})
+{%- if cache and tp %}
+    compiled = cached_steps(
+        model, bounds.capture_sizes, cache_dir=CACHE_DIR, **ranks.cache_keywords()
+    )
+{%- elif cache %}
+    compiled = cached_steps(model, bounds.capture_sizes, cache_dir=CACHE_DIR)
 {%- else %}
     graph = torch.compile(
         model,
