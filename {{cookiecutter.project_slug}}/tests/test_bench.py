@@ -131,9 +131,9 @@ class Spy:
         self.real_build = build
         self.timed: list[Timed] = []
 
-    def build(self, backend):
+    def build(self, *arguments):
         """bench.build, remembering the model, its graphs, the prompt and the starting state."""
-        self.model, self.graphs, self.prompt = self.real_build(backend)
+        self.model, self.graphs, self.prompt = self.real_build(*arguments)
         self.start = save(self.model)
         return self.model, self.graphs, self.prompt
 
