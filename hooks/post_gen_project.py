@@ -36,6 +36,7 @@ REMOVE_WHEN = {
     ],
     ("parallel", "none"): [
         "src/{package}/toolkit/parallel.py",
+        "src/{package}/toolkit/rank_failure.py",
         "tests/test_tensor_parallel.py",
         "tests/two_ranks.py",
     ],

@@ -40,6 +40,9 @@ GENERATED_NAMES = frozenset(
         "meta_registrations",
     }
     | {"parallel_plan", "ColwiseParallel", "RowwiseParallel", "ParallelStyle"}
+    # workload=decode's sample
+    | {"PROMPT_SHAPE", "HIDDEN", "LAYERS", "VOCAB", "MAX_BATCH", "MAX_SEQ_LEN", "CAPTURE_SIZES"}
+    | {"KVCache", "Block", "rotate"}
 )
 # The ranks the generated tests of a tensor-parallel project run: the sample's heads split over them.
 TEST_RANKS = 2
@@ -116,6 +119,23 @@ def check_tensor_parallel_shape(text: str) -> str | None:
     return None
 
 
+def check_decode_shape(text: str, ranks: int) -> str | None:
+    """The decode sample splits each head's features in two pairs' halves for rotary positions, and
+    under tensor parallelism its heads over the test ranks: hidden must divide by 2 per rank."""
+    if problem := check_input_shape(text):
+        return problem
+    hidden, step = int(text.split(",")[-1]), 2 * ranks
+    if hidden % step:
+        why = "rotary positions turn pairs of features" + (
+            f", and parallel=tensor_parallel splits the heads over {ranks} ranks in the project's tests"
+            if ranks > 1
+            else ""
+        )
+        example = f"{text.rpartition(',')[0]}, {hidden + step - hidden % step}"
+        return f"has a hidden size of {hidden}, which workload=decode needs divisible by {step} ({why}); e.g. {example}"
+    return None
+
+
 def check_cache_dir(path: str) -> str | None:
     if not path.strip():
         return "is empty; e.g. .torchair_cache"
@@ -187,6 +207,9 @@ def checks_for(answers: dict[str, object]) -> dict[str, Callable[[str], str | No
     checks = dict(CHECKS)
     if answers["parallel"] == "tensor_parallel":
         checks["input_shape"] = check_tensor_parallel_shape
+    if answers["workload"] == "decode":
+        ranks = TEST_RANKS if answers["parallel"] == "tensor_parallel" else 1
+        checks["input_shape"] = lambda text: check_decode_shape(text, ranks)
     if answers["custom_op"] != "none":
         kind, registration = str(answers["custom_op"]), str(answers["op_registration"])
         checks["op_name"] = lambda name: check_op_name(name, kind, registration)

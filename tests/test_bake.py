@@ -32,7 +32,9 @@ COMMON_FILES = {
     "src/{package}/toolkit/contract.py",
     "src/{package}/toolkit/doctor.py",
     "src/{package}/toolkit/export.py",
+    "src/{package}/toolkit/profile.py",
     "src/{package}/toolkit/report.py",
+    "src/{package}/toolkit/state.py",
     "tests/conftest.py",
     "tests/test_backend.py",
     "tests/test_bench.py",
@@ -44,7 +46,9 @@ COMMON_FILES = {
     "tests/test_graph.py",
     "tests/test_mre.py",
     "tests/test_npugraph_ex.py",
+    "tests/test_profile.py",
     "tests/test_readme.py",
+    "tests/test_state.py",
 }
 MODE_FILES = {
     "npugraph_ex": set(),
@@ -76,6 +80,7 @@ PARALLEL_FILES = {
     "none": set(),
     "tensor_parallel": {
         "src/{package}/toolkit/parallel.py",
+        "src/{package}/toolkit/rank_failure.py",
         "tests/test_tensor_parallel.py",
         "tests/two_ranks.py",
     },
@@ -90,8 +95,15 @@ def files_in(project: Path) -> set[str]:
     return {path.relative_to(project).as_posix() for path in project.rglob("*") if path.is_file()}
 
 
+WORKLOAD_FILES = {
+    "forward": set(),
+    "decode": {"src/{package}/generate.py", "src/{package}/toolkit/decode.py", "tests/test_generate.py"},
+}
+
+
 def expected_files(answers: dict[str, str]) -> set[str]:
     files = COMMON_FILES | MODE_FILES[answers["mode"]] | PARALLEL_FILES[answers["parallel"]]
+    files |= WORKLOAD_FILES[answers["workload"]]
     if answers["custom_op"] != "none":
         files |= OP_FILES[answers["op_registration"]]
     return files

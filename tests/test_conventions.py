@@ -181,10 +181,13 @@ def test_nox_lint_and_ci_lint_run_pre_commit_on_every_file(baked):
 # Dependency groups
 
 
-def test_test_and_dev_are_dependency_groups_and_npu_stays_an_extra(baked):
-    """pyproject's optional dependencies hold only `npu`; `test` and `dev` are PEP 735 groups."""
+def test_test_and_dev_are_dependency_groups_and_npu_and_plot_stay_extras(baked):
+    """pyproject's optional dependencies hold `npu` and `plot` (features of the installed package:
+    torch_npu, and matplotlib for `profile --plot`); `test` and `dev` are PEP 735 groups."""
     pyproject = tomllib.loads((baked() / "pyproject.toml").read_text())
-    assert set(pyproject["project"]["optional-dependencies"]) == {"npu"}
+    extras = pyproject["project"]["optional-dependencies"]
+    assert set(extras) == {"npu", "plot"}
+    assert extras["plot"] == ["matplotlib"]
     assert set(pyproject["dependency-groups"]) == {"test", "dev"}
 
 

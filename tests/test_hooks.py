@@ -81,6 +81,7 @@ DEFAULTS = {
     "input_shape": "2, 8, 32",
     "cache_dir": ".torchair_cache",
     "author_email": "you@example.com",
+    "workload": "forward",
     "parallel": "none",
     "custom_op": "none",
     "op_registration": "torch_library",
@@ -107,6 +108,18 @@ BAD_OP_ANSWERS = {
         "2, 8, 33",
         "needs an even one; e.g. 2, 8, 34",
     ),
+    "decode with an odd hidden size": (
+        {"workload": "decode"},
+        "input_shape",
+        "2, 8, 33",
+        "needs divisible by 2 (rotary positions turn pairs of features); e.g. 2, 8, 34",
+    ),
+    "decode over two ranks with a hidden size of 2 mod 4": (
+        {"workload": "decode", "parallel": "tensor_parallel"},
+        "input_shape",
+        "2, 8, 30",
+        "splits the heads over 2 ranks in the project's tests); e.g. 2, 8, 32",
+    ),
 }
 
 
@@ -125,11 +138,12 @@ def test_bad_op_answer_is_refused(tmp_path, capfd, answers, variable, value, why
 
 
 def test_default_answers_have_no_problems():
-    """The defaults in cookiecutter.json pass every check, with and without a custom op or tensor
-    parallelism."""
+    """The defaults in cookiecutter.json pass every check, with and without a custom op, tensor
+    parallelism or decode."""
     assert pre_gen.problems(DEFAULTS) == []
     assert pre_gen.problems({**DEFAULTS, "custom_op": "in_place", "op_registration": "op_plugin"}) == []
     assert pre_gen.problems({**DEFAULTS, "parallel": "tensor_parallel"}) == []
+    assert pre_gen.problems({**DEFAULTS, "workload": "decode", "parallel": "tensor_parallel"}) == []
 
 
 def test_every_problem_is_reported_at_once():
@@ -207,7 +221,12 @@ def test_generated_names_list_what_model_class_could_clash_with(baked):
 
 def test_post_gen_removes_the_other_modes_files():
     """Each mode keeps its own files and loses the other mode's."""
-    answers = {"package_name": "pkg", "mode": "npugraph_ex", "custom_op": "out_of_place"}
+    answers = {
+        "package_name": "pkg",
+        "workload": "decode",
+        "mode": "npugraph_ex",
+        "custom_op": "out_of_place",
+    }
     answers |= {"op_registration": "op_plugin", "parallel": "tensor_parallel"}
     assert post_gen.paths_to_remove(answers) == [
         "src/pkg/toolkit/compile_cache.py",
@@ -219,7 +238,8 @@ def test_post_gen_removes_the_other_modes_files():
 
 def test_post_gen_leaves_no_trace_of_ops_without_one():
     """custom_op=none removes every op file of both styles, each once."""
-    answers = {"package_name": "pkg", "mode": "cache_compile", "custom_op": "none", "parallel": "none"}
+    answers = {"package_name": "pkg", "workload": "forward", "mode": "cache_compile", "custom_op": "none"}
+    answers["parallel"] = "none"
     removed = post_gen.paths_to_remove({**answers, "op_registration": "op_plugin"})
     assert removed == post_gen.paths_to_remove({**answers, "op_registration": "torch_library"})
     assert len(removed) == len(set(removed))
@@ -228,10 +248,20 @@ def test_post_gen_leaves_no_trace_of_ops_without_one():
     )
 
 
+def test_post_gen_removes_decode_files_from_a_forward_project():
+    """workload=forward removes generate.py, the decode toolkit and their tests; decode keeps them."""
+    answers = {"package_name": "pkg", "mode": "npugraph_ex", "custom_op": "none", "parallel": "none"}
+    answers["op_registration"] = "torch_library"
+    decode_files = {"src/pkg/generate.py", "src/pkg/toolkit/decode.py", "tests/test_generate.py"}
+    assert decode_files <= set(post_gen.paths_to_remove({**answers, "workload": "forward"}))
+    assert not decode_files & set(post_gen.paths_to_remove({**answers, "workload": "decode"}))
+
+
 def test_post_gen_removes_tensor_parallel_files_without_it():
     """parallel=none removes the parallel toolkit and its tests; tensor_parallel keeps them."""
     answers = {
         "package_name": "pkg",
+        "workload": "forward",
         "mode": "cache_compile",
         "custom_op": "none",
         "op_registration": "torch_library",

@@ -34,40 +34,63 @@ def drop_in(project: Path, files: dict[str, str | tuple[str, ...]], **placeholde
 # replacing model.py: the MRE, each tool, then the project's own test suite.
 TOOLS = """\
 import contextlib, io, json, runpy, sys, pytest, torch
+{before}
 from {package}.__main__ import main
 
 results = {{}}
-printed = io.StringIO()
-with contextlib.redirect_stdout(printed):
+printed, told = io.StringIO(), io.StringIO()
+with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(told):
     output = runpy.run_module("{package}.mre", run_name="__main__")["infer_one_step"]()
-results["mre"] = [0, printed.getvalue()]
+results["mre"] = [0, printed.getvalue(), told.getvalue()]
 commands = {{
     **{extra},
     "check": ["check", "--json"],
     "bench": ["bench", "--iters", "3", "--warmup", "1", "--json"],
+    "doctor": ["doctor", *{doctor}],
     "export-portable": ["export", "-o", "exported_portable.py", "--target", "portable"],
     "export-npu": ["export", "-o", "exported_npu.py", "--target", "npu"],
 }}
 for name, command in commands.items():
     torch._dynamo.reset()
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    printed, told = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(told):
         code = main(command)
-    results[name] = [code, printed.getvalue()]
+    results[name] = [code, printed.getvalue(), told.getvalue()]
 print("RESULTS " + json.dumps(results))
 sys.exit(pytest.main(["-q", "-p", "no:cacheprovider"]))
 """
 
 
-def run_tools(project: Path, extra: dict[str, list[str]]) -> dict[str, tuple[int, str]]:
-    """Each tool's exit code and output, `extra` commands first; the project's own suite must pass
-    after them."""
-    result = run_in(project, "-c", TOOLS.format(package=package_of(project), extra=json.dumps(extra)))
+def run_tools(
+    project: Path, before: str = "", extra: dict[str, list[str]] | None = None, **answers: str
+) -> dict[str, tuple[int, str, str]]:
+    """Each tool's exit code, stdout and stderr (after the code `before`, in the same process;
+    the `extra` commands first); the project's own suite must pass after them."""
+    doctor = ["--nproc-per-node", "2"] if answers.get("parallel") == "tensor_parallel" else []
+    extra = json.dumps(extra or {})
+    program = TOOLS.format(package=package_of(project), doctor=doctor, before=before, extra=extra)
+    result = run_in(project, "-c", program)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULTS ")]
-    return {name: (code, text) for name, (code, text) in json.loads(line.removeprefix("RESULTS ")).items()}
+    return {name: tuple(outcome) for name, outcome in json.loads(line.removeprefix("RESULTS ")).items()}
 
 
+def assert_runs_here(results: dict[str, tuple[int, str, str]]) -> None:
+    """The MRE, check, bench and the doctor: one graph, ready, same output, no FAIL."""
+    assert "backend     aot_eager" in results["mre"][1]
+    assert "1 graph" in results["mre"][1]
+    check_code, check_json, _ = results["check"]
+    assert check_code == 0, check_json
+    assert json.loads(check_json)["verdict"] == 0
+    bench_code, bench_json, _ = results["bench"]
+    assert bench_code == 0
+    assert json.loads(bench_json)["outputs_match"] is True
+    doctor_code, doctor_report, _ = results["doctor"]
+    assert doctor_code == 1, doctor_report  # off an NPU graph mode falls back, nothing fails
+    assert not re.search(r"^FAIL", doctor_report, re.MULTILINE), doctor_report
+
+
+TENSOR_PARALLEL = {"parallel": "tensor_parallel"}
 CASES = {
     "transformers language model on token ids": (
         {"model.py": "language_model.py"},
@@ -93,47 +116,105 @@ CASES = {
         {"model.py": "calls_custom_op.py"},
         {"custom_op": "out_of_place", "op_registration": "torch_library"},
     ),
-    "transformers Llama behind a StaticCache, decode": (
-        {"model.py": "static_cache_llama.py"},
-        {"workload": "decode"},
+    "transformers BERT on three LongTensors, a ModelOutput": ({"model.py": "bert.py"}, {}),
+    "bfloat16 MLP": ({"model.py": "bf16_mlp.py"}, {}),
+    "CNN on images": ({"model.py": "cnn.py"}, {}),
+    "tuple output holding an int and None": ({"model.py": "int_and_none_output.py"}, {}),
+    "a float input beside the tensor": ({"model.py": "scalar_input.py"}, {}),
+    "Linears with biases, tensor parallel": ({"model.py": "mlp_with_bias.py"}, TENSOR_PARALLEL),
+    "bfloat16 MLP, tensor parallel": (
+        {"model.py": ("bf16_mlp.py", "bf16_mlp_plan.py")},
+        TENSOR_PARALLEL,
     ),
 }
-GENERATE = {"generate": ["generate", "--json", "--new-tokens", "4"]}
-"""What a decode project runs besides the other tools."""
 
 
 @pytest.mark.slow
 @pytest.mark.full
 @pytest.mark.parametrize("case", CASES)
 def test_every_tool_runs_your_model(case, tmp_path):
-    """The MRE, check, bench, export (generate in a decode project) and the project's own tests all
-    work on a replaced model.py.
+    """The MRE, check, bench, the doctor, export and the project's own tests all work on a
+    replaced model.py; under tensor_parallel the project's suite runs two ranks under torchrun.
 
     The project's own suite runs the portable export in an empty folder, with the project
     unimportable, and compares it with the MRE (test_export.py)."""
     files, answers = CASES[case]
-    decode = answers.get("workload") == "decode"
     project = bake(tmp_path / "bake", **answers)
     package = package_of(project)
     drop_in(project, files, NAMESPACE=package, OP="my_op")
 
-    results = run_tools(project, GENERATE if decode else {})
-    assert "backend     aot_eager" in results["mre"][1]
-    assert "1 graph" in results["mre"][1]
-    check_code, check_json = results["check"]
-    assert check_code == 0, check_json
-    assert json.loads(check_json)["verdict"] == 0
-    bench_code, bench_json = results["bench"]
-    assert bench_code == 0
-    assert json.loads(bench_json)["outputs_match"] is True
-    if decode:
-        generate_code, generate_json = results["generate"]
-        assert generate_code == 0, generate_json
-        generated = json.loads(generate_json)
-        assert (generated["matches_eager"], generated["recompiles"]) == (True, [])
-        assert {len(tokens) for tokens in generated["tokens"]} == {generated["prompt_length"] + 4}
-    assert results["export-npu"][0] == 0
-    assert results["export-portable"][0] == 0
+    results = run_tools(project, **answers)
+    assert_runs_here(results)
+    assert results["export-npu"][0] == 0, results["export-npu"][2]
+    assert results["export-portable"][0] == 0, results["export-portable"][2]
+
+
+@pytest.mark.slow
+@pytest.mark.full
+def test_a_transformers_llama_behind_a_static_cache_generates(tmp_path):
+    """A decode project's own model, the README's Llama holding a transformers StaticCache: the
+    MRE, check, bench (at its capture size), the doctor, export, generate and the project's own
+    suite all run, and graph mode generates eager's tokens."""
+    project = bake(tmp_path / "bake", workload="decode")
+    drop_in(project, {"model.py": "static_cache_llama.py"})
+
+    generate = ["generate", "--json", "--new-tokens", "4"]
+    results = run_tools(project, extra={"generate": generate}, workload="decode")
+    assert_runs_here(results)
+    assert results["export-npu"][0] == 0, results["export-npu"][2]
+    assert results["export-portable"][0] == 0, results["export-portable"][2]
+    code, printed, told = results["generate"]
+    assert code == 0, told
+    generated = json.loads(printed)
+    assert (generated["matches_eager"], generated["graphs"], generated["recompiles"]) == (True, 1, [])
+    assert {len(tokens) for tokens in generated["tokens"]} == {generated["prompt_length"] + 4}
+
+
+@pytest.mark.slow
+@pytest.mark.full
+def test_a_float_input_is_named_as_baked_into_the_graph(tmp_path):
+    """forward(x, scale: float): check, the MRE's report and the doctor name the input `[1]`."""
+    project = bake(tmp_path / "bake")
+    drop_in(project, {"model.py": "scalar_input.py"})
+    results = run_tools(project)
+    (warning,) = [f for f in json.loads(results["check"][1])["findings"] if f["path"] == "[1]"]
+    assert warning["severity"] == "warning"
+    assert "0.5" in warning["reason"]
+    assert "[1]" in results["mre"][1]
+    assert "[1]" in results["doctor"][1]
+
+
+DATA_FILES = {
+    "through Path(__file__).parent": ("data_files/weights_beside.py", "model.py:6 through __file__"),
+    "through importlib.resources": (
+        "data_files/weights_resource.py",
+        "model.py:1 through importlib.resources",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.full
+@pytest.mark.parametrize("how", DATA_FILES)
+def test_a_model_reading_a_data_file_runs_every_tool_and_export_names_it(how, tmp_path):
+    """A model loading weights.pt beside it: every tool and the suite run; export exits 1 and
+    writes nothing, naming the file, where the model finds it, and what to do instead."""
+    fixture, found_at = DATA_FILES[how]
+    project = bake(tmp_path / "bake")
+    drop_in(project, {"model.py": fixture})
+    weights = project / "src" / package_of(project) / "weights.pt"
+    save = f"torch.manual_seed(0); torch.save(torch.nn.Linear(16, 16).state_dict(), {str(weights)!r})"
+
+    results = run_tools(project, before=save)
+    assert_runs_here(results)
+    for target in ("export-npu", "export-portable"):
+        code, _, message = results[target]
+        assert code == 1, message
+        assert "the exported file cannot carry the data files your modules read: weights.pt" in message
+        assert found_at in message
+        assert "torch.manual_seed(0)" in message
+        assert len(message.strip().splitlines()) <= 5, message
+    assert not (project / "exported_npu.py").exists()
 
 
 @pytest.mark.slow

@@ -4,7 +4,8 @@ The stand-ins are data in tests/simulated_torch_npu/; each file cites the torch_
 copies, so that a new torch_npu release can be checked against it.
 - half_sourced: `import torch_npu` raises the bare Exception of a half-sourced CANN.
 - healthy: imports, makes itself torch.npu, and reports one NPU named $SIMULATED_NPU_SOC; it also
-  has the npugraph_ex module whose warning every frozen_parameter compile emits.
+  has the npugraph_ex module whose warning every frozen_parameter compile emits, and a
+  torch_npu.profiler that records how it is called and writes its output layout (profile's NPU path).
 """
 
 from __future__ import annotations
@@ -255,3 +256,88 @@ def test_project_warning_inside_a_compile_still_fails(warning_run):
     """The same text warned from the project's own code is an error: the compile fails."""
     assert re.search(r"::test_project_warning FAILED", warning_run), warning_run
     assert "BackendCompilerFailed" in warning_run
+
+
+# The profile tool's NPU path, on the stand-in torch_npu.profiler: the model runs on the CPU (the
+# stand-in cannot run one on an NPU), through profile_steps() with the NPU tracer.
+PROFILE_STEPS = 2
+PROFILE_NPU = """\
+import json, sys
+from pathlib import Path
+import torch
+import torch_npu
+from {package}.toolkit import profile
+from {package}.toolkit.backend import Backend
+
+with torch.no_grad():
+    job = profile.workload(Backend("aot_eager", "cpu", "the stand-in torch_npu runs nothing on an NPU"))
+    for step in job.steps.values():
+        step()
+    trace = profile.profile_steps(profile.NPU_TRACER, job.steps, {steps}, Path(sys.argv[1]))
+summary = profile.summarize_trace(trace)
+print("RESULT " + json.dumps({{"trace": str(trace), "calls": torch_npu.profiler.CALLS, "summary": summary}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def npu_profile(baked, tmp_path_factory) -> tuple[Path, dict]:
+    """The output folder, and the trace path, stand-in calls and summary of one NPU-path profile."""
+    project = baked()
+    out = tmp_path_factory.mktemp("npu_profile") / "prof"
+    script = PROFILE_NPU.format(package=package_of(project), steps=PROFILE_STEPS)
+    result = run_in(project, "-c", script, str(out), PYTHONPATH=with_stand_in(project, HEALTHY))
+    assert result.returncode == 0, result.stderr[-3000:]
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    return out, json.loads(line.removeprefix("RESULT "))
+
+
+def test_npu_profile_passes_the_guide_keywords(npu_profile):
+    """torch_npu.profiler.profile gets CPU and NPU activities, a schedule, a trace handler and a
+    Level0 text-export _ExperimentalConfig, as Ascend's profiler guide uses it."""
+    _, run = npu_profile
+    (call,) = (call for call in run["calls"] if call["call"] == "profile")
+    assert call["keywords"] == ["activities", "experimental_config", "on_trace_ready", "schedule"]
+    assert call["activities"] == ["CPU", "NPU"]
+    assert call["experimental_config"]["profiler_level"] == "Level0"
+    assert call["experimental_config"]["export_type"] == "text"
+
+
+def test_npu_profile_schedule_covers_every_step_after_one_warm_up(npu_profile):
+    """The schedule waits for nothing, warms up one step, records both modes' steps, once."""
+    _, run = npu_profile
+    (call,) = (call for call in run["calls"] if call["call"] == "schedule")
+    assert (call["wait"], call["warmup"], call["skip_first"]) == (0, 1, 0)
+    assert (call["active"], call["repeat"]) == (2 * PROFILE_STEPS, 1)
+
+
+def test_npu_profile_steps_the_profiler_after_every_step(npu_profile):
+    """start, one prof.step() per step (the warm-up and each mode's), the trace handed over on the
+    last, then stop."""
+    _, run = npu_profile
+    order = [
+        call["call"] for call in run["calls"] if call["call"] in {"start", "step", "stop", "on_trace_ready"}
+    ]
+    steps = 1 + 2 * PROFILE_STEPS
+    assert order == ["start"] + ["step"] * steps + ["on_trace_ready", "stop"]
+
+
+def test_npu_profile_writes_into_the_output_folder(npu_profile):
+    """The handler gets the output folder as a str (torch_npu resets anything else to the working
+    directory), and the trace read is that profile's ASCEND_PROFILER_OUTPUT/trace_view.json."""
+    out, run = npu_profile
+    (handler,) = (call for call in run["calls"] if call["call"] == "tensorboard_trace_handler")
+    assert handler["dir_name"] == str(out)
+    (ready,) = (call for call in run["calls"] if call["call"] == "on_trace_ready")
+    assert Path(ready["folder"]).parent == out
+    assert Path(run["trace"]) == Path(ready["folder"]) / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+
+
+def test_npu_profile_summary_reads_the_kernels_of_each_mode(npu_profile):
+    """The summary counts each mode's steps from trace_view.json and its kernels from
+    kernel_details.csv."""
+    _, run = npu_profile
+    for mode in ("eager", "graph"):
+        figures = run["summary"][mode]
+        assert figures["steps"] == PROFILE_STEPS
+        assert figures["kernels"] > 0
+        assert figures["device_ms"] > 0

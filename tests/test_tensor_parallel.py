@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,6 +26,22 @@ def build_model():
         raise RuntimeError("rank 1 cannot build its model")
     return _build_model()
 """
+
+
+BANNER = ("*****", "Setting OMP_NUM_THREADS")
+"""torchrun's notice before any rank starts, when OMP_NUM_THREADS is unset: not an error."""
+
+
+def swap_styles(model: Path) -> None:
+    """The sample's plan with ColwiseParallel and RowwiseParallel swapped: every rank fails."""
+    text = model.read_text()
+    head, plan = text.split("    return {\n", 1)
+    swapped = plan.replace("ColwiseParallel()", "Swap").replace("RowwiseParallel()", "ColwiseParallel()")
+    model.write_text(head + "    return {\n" + swapped.replace("Swap", "RowwiseParallel()"))
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.strip() and not line.startswith(BANNER)]
 
 
 def torchrun(project: Path, ranks: int, module: str) -> subprocess.CompletedProcess[str]:
@@ -66,7 +83,25 @@ def test_a_failing_rank_stops_the_job_with_its_error(baked, tmp_path):
     model.write_text("import os\n" + model.read_text() + FAILING_RANK)
     result = torchrun(project, 2, f"{package_of(project)}.mre")
     assert result.returncode != 0
-    assert "RuntimeError: rank 1 cannot build its model" in result.stderr
+    assert error_lines(result.stderr)[0] == "[rank1]: RuntimeError: rank 1 cannot build its model"
+    assert result.stderr.count("rank 1 cannot build its model") == 1, result.stderr
     # torchrun's summary names the first rank that failed, from the error file it recorded.
     assert "rank      : 1" in result.stderr
     assert "To enable traceback" not in result.stderr  # the rank recorded its error for torchrun
+
+
+@pytest.mark.slow
+def test_a_failing_rank_shows_its_root_cause_first_and_once(baked, tmp_path):
+    """Swapped styles fail on every rank: the sharding error, with its shapes, is the first error
+    line and appears once; the rest is torchrun's short summary, pointing at it."""
+    project = tmp_path / "project"
+    shutil.copytree(baked(**TP_VARIANTS[0]), project)
+    swap_styles(project / "src" / package_of(project) / "model.py")
+    result = torchrun(project, 2, f"{package_of(project)}.mre")
+    assert result.returncode != 0
+    lines = error_lines(result.stderr)
+    assert re.match(r"\[rank[01]\]: RuntimeError: .*Sharding propagation failed for aten\.mm", lines[0])
+    assert result.stderr.count("Sharding propagation failed") == 1, result.stderr
+    assert "hint: a sharded layer met inputs its plan entry does not fit" in result.stderr
+    assert "printed first on rank" in result.stderr  # torchrun's summary points at it
+    assert len(lines) < 80, result.stderr

@@ -90,6 +90,12 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none")
+def profile(session: nox.Session) -> None:
+    """Where a step's time goes, eager against graph, traced: `nox -s profile -- --steps 10`."""
+    run_command(session, "profile")
+
+
+@nox.session(venv_backend="none")
 def export(session: nox.Session) -> None:
     """The MRE and your model in one file for a bug report: `nox -s export -- -o bug.py`."""
     run_command(session, "export")

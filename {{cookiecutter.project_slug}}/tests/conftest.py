@@ -22,6 +22,7 @@ import {{ cookiecutter.package_name }}
 import contextlib
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -46,7 +47,7 @@ from {{ cookiecutter.package_name }} import model
 from {{ cookiecutter.package_name }}.model import build_model, example_inputs
 from {{ cookiecutter.package_name }}.mre import infer_one_step
 {%- if tp %}
-from {{ cookiecutter.package_name }}.toolkit import export
+from {{ cookiecutter.package_name }}.toolkit import export{{ ", parallel" if decode else "" }}
 {%- endif %}
 from {{ cookiecutter.package_name }}.toolkit.backend import npu_status, select_backend
 from {{ cookiecutter.package_name }}.toolkit.check import error_frame
@@ -238,8 +239,26 @@ def tail(folder: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def written(export_launch: Launch) -> Written:
+def export_refusal() -> str:
+    """Why export refuses to bundle this project when that is the data files your modules read
+    (they are there, beside them: one file cannot carry them), else "". The tests of the file
+    export writes skip with it; test_export.py checks the refusal itself."""
+    from {{ cookiecutter.package_name }}.toolkit import export
+
+    try:
+        export.export("portable")
+    except export.BundleError as error:
+        found = re.search(r"data files your modules read: (.+?) \(in (.+?), found at", str(error))
+        if found and all((Path(found[2]) / name).is_file() for name in found[1].split(", ")):
+            return f"export refuses this model, as it should: {error}"
+    return ""
+
+
+@pytest.fixture(scope="session")
+def written(export_launch: Launch, export_refusal: str) -> Written:
     """`export --target portable`, once it has ended: it runs the file before it writes it."""
+    if export_refusal:
+        pytest.skip(export_refusal)
     code = finished(export_launch, EXPORT_TIMEOUT, "export")
     message = (export_launch.folder / "stderr").read_text(errors="replace")
     return Written(code, message, export_launch.folder / "mre_export.py")
@@ -257,7 +276,7 @@ class TwoRanks(NamedTuple):
     size: int
     """RANKS: the world size of the run."""
     results: dict[int, dict[str, dict[str, Any]]]
-    """What each rank saved (two_ranks.py), by rank then step: portable, mre, bench."""
+    """What each rank saved (two_ranks.py), by rank then step: portable, mre, bench, profile{{ ", generate" if decode else "" }}."""
 
 
 def needs_ranks() -> str | None:
@@ -269,16 +288,20 @@ def needs_ranks() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def two_ranks_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch | str]:
+def two_ranks_launch(
+    tmp_path_factory: pytest.TempPathFactory, export_refusal: str
+) -> Iterator[Launch | str]:
     """two_ranks.py on RANKS ranks under torchrun, started in the background (the other tests run
-    meanwhile), or why it cannot run here. The ranks run the portable export written here."""
+    meanwhile), or why it cannot run here. The ranks run the portable export written here (none
+    when export refuses your model's data files)."""
     if reason := needs_ranks():
         yield reason
         return
     folder = tmp_path_factory.mktemp("ranks")
     portable = folder / "portable.py"
     # Written without export's own run of it: the ranks run it (test_export.py runs export whole).
-    portable.write_text(export.export("portable"))
+    if not export_refusal:
+        portable.write_text(export.export("portable"))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     command += [f"--nproc-per-node={RANKS}", str(WORKER), str(folder), str(portable)]
     # One thread per rank: the ranks share this machine's cores, with this process too.
@@ -313,6 +336,10 @@ def swapped_styles(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3, 4),))
     plan = {"0": RowwiseParallel(), "1": ColwiseParallel()}
     monkeypatch.setattr(model, "parallel_plan", lambda world_size: plan)
+{%- if decode %}
+    # A one-step model: the rehearsal runs its example inputs as the step, with no prefill.
+    monkeypatch.setattr(parallel, "first_step", lambda model, *inputs: inputs)
+{%- endif %}
 {%- endif %}
 
 

@@ -1,7 +1,7 @@
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 {%- set decode = cookiecutter.workload == "decode" -%}
 {#- What a test that swaps model.py for a small model of its own also needs. -#}
-{%- set swapped = (", no_plan" if tp else "") ~ (", one_step_model" if decode else "") -%}
+{%- set swapped = ", own_model" if tp or decode else "" -%}
 """check: the sample is ready for graph mode; a graph break is found, located and explained;
 constant inputs and outputs that differ from eager are named, with the numbers; each rung starts
 from the state eager started from."""
@@ -23,11 +23,22 @@ from {{ cookiecutter.package_name }}.toolkit import check
 from {{ cookiecutter.package_name }}.toolkit.contract import tolerances
 
 
-{% if decode -%}
+{% if tp or decode -%}
 @pytest.fixture
-def one_step_model(monkeypatch):
-    """For a model.py swapped for a one-step model: check runs its example inputs as the step,
-    with no prefill, and new data from seed 1 as the step after (as in a forward project)."""
+def own_model(monkeypatch):
+    """For a model.py swapped for a small model of its own:
+{%- if tp %}
+    - an empty parallel_plan(), which the sample's plan would not fit;
+{%- endif %}
+{%- if decode %}
+    - its example inputs run as the step, with no prefill, and new data from seed 1 as the step
+      after (as in a forward project).
+{%- endif %}
+    """
+{%- if tp %}
+    monkeypatch.setattr(model, "parallel_plan", lambda world_size: {})
+{%- endif %}
+{%- if decode %}
 
     def new_data(*inputs):
         torch.manual_seed(1)
@@ -36,14 +47,7 @@ def one_step_model(monkeypatch):
 
     monkeypatch.setattr(check, "first_step", lambda model, *inputs: inputs)
     monkeypatch.setattr(check, "next_step", new_data)
-
-
-{% endif -%}
-{% if tp -%}
-@pytest.fixture
-def no_plan(monkeypatch):
-    """An empty parallel_plan(), for a model.py swapped for one the sample's plan does not fit."""
-    monkeypatch.setattr(model, "parallel_plan", lambda world_size: {})
+{%- endif %}
 
 
 {% endif -%}

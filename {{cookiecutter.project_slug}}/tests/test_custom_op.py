@@ -1,11 +1,15 @@
 {%- set in_place = cookiecutter.custom_op == "in_place" -%}
 {%- set op_plugin = cookiecutter.op_registration == "op_plugin" -%}
+{%- set cache_update = in_place and cookiecutter.workload == "decode" -%}
 """The custom operator {{ cookiecutter.__op_ns }}::{{ cookiecutter.__op }}: {{ "Meta" if op_plugin else "fake" }} function, kernel and graph mode agree."""
 
 import inspect
 
 import pytest
 import torch
+{%- if cache_update %}
+from torch import nn
+{%- endif %}
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from {{ cookiecutter.package_name }} import {{ "meta_registrations" if op_plugin else "custom_op" }}
@@ -22,10 +26,52 @@ shape_function = meta_registrations.{{ cookiecutter.op_name }}_meta
 {%- else %}
 shape_function = custom_op.{{ cookiecutter.__op.rstrip("_") }}_fake
 {%- endif %}
+{%- if not cache_update %}
 SHAPES = [(7,), (2, 8, 32), (3, 1, 5, 4)]
+{%- endif %}
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # Where the model runs: the NPU where npugraph_ex runs, the CPU elsewhere.
 DEVICE = select_backend().device
+{%- if cache_update %}
+# Known values, fixed independently of any kernel: a cache of 3 rows, 1 head, 5 positions and
+# head_dim 2, all -1, gets a batch of 2 rows at positions 1 and 3.
+CACHE_SHAPE = (3, 1, 5, 2)
+INPUT_POS = [1, 3]
+UPDATE = [[[[1.0, 2.0], [3.0, 4.0]]], [[[5.0, 6.0], [7.0, 8.0]]]]
+# Rows [:2] hold the update at positions 1 and 3 only; row 2, beyond the batch, is left alone.
+CACHE_AFTER = [
+    [[[-1.0, -1.0], [1.0, 2.0], [-1.0, -1.0], [3.0, 4.0], [-1.0, -1.0]]],
+    [[[-1.0, -1.0], [5.0, 6.0], [-1.0, -1.0], [7.0, 8.0], [-1.0, -1.0]]],
+    [[[-1.0, -1.0], [-1.0, -1.0], [-1.0, -1.0], [-1.0, -1.0], [-1.0, -1.0]]],
+]
+
+
+def known_arguments() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(cache, input_pos, update) of the known values."""
+    return (
+        torch.full(CACHE_SHAPE, -1.0, device=DEVICE),
+        torch.tensor(INPUT_POS, device=DEVICE),
+        torch.tensor(UPDATE, device=DEVICE),
+    )
+
+
+def expected_cache() -> torch.Tensor:
+    return torch.tensor(CACHE_AFTER, device=DEVICE)
+
+
+def random_arguments(dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A cache of 4 rows, 2 heads, 8 positions and head_dim 3; a batch of 2 rows at positions 2, 5."""
+    return (
+        torch.randn(4, 2, 8, 3, dtype=dtype, device=DEVICE),
+        torch.tensor([2, 5], device=DEVICE),
+        torch.randn(2, 2, 2, 3, dtype=dtype, device=DEVICE),
+    )
+
+
+def test_opcheck_passes():
+    """torch.library.opcheck: schema (the mutated cache declared), fake tensor, autograd registration and AOT dispatch agree."""
+    torch.library.opcheck(OP.default, random_arguments())
+{%- else %}
 # Known values, fixed independently of any kernel: the op adds y to x.
 X = [1.0, 2.0, -3.0]
 Y = [10.0, 0.5, 3.0]
@@ -50,6 +96,7 @@ def expected_sum() -> torch.Tensor:
 def test_opcheck_passes():
     """torch.library.opcheck: schema, fake tensor, autograd registration and AOT dispatch agree."""
     torch.library.opcheck(OP.default, pair())
+{%- endif %}
 
 
 {%- if op_plugin %}
@@ -76,7 +123,69 @@ def test_{{ "meta" if op_plugin else "fake" }}_function_parameters_match_the_sch
     """The {{ "Meta" if op_plugin else "fake" }} function takes the schema's arguments, by name and in order."""
     schema_names = [argument.name for argument in OP.default._schema.arguments]
     assert list(inspect.signature(shape_function).parameters) == schema_names
-{%- if in_place %}
+{%- if cache_update %}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fake_run_returns_nothing_and_keeps_the_cache(dtype):
+    """Traced with fake tensors, the op returns None and the cache keeps its shape and dtype."""
+    cache, input_pos, update = random_arguments(dtype)
+    with FakeTensorMode() as mode:
+        fake_cache = mode.from_tensor(cache)
+        assert OP(fake_cache, mode.from_tensor(input_pos), mode.from_tensor(update)) is None
+        assert (fake_cache.shape, fake_cache.dtype) == (cache.shape, cache.dtype)
+
+
+def test_eager_call_writes_the_known_positions_and_returns_nothing():
+    """In eager mode the op writes the update at input_pos of rows [:batch], nothing else, and returns None."""
+    cache, input_pos, update = known_arguments()
+    assert OP(cache, input_pos, update) is None
+    torch.testing.assert_close(cache, expected_cache())
+
+
+def test_reference_writes_the_known_positions():
+    """The plain-torch reference writes the update at input_pos of rows [:batch], nothing else."""
+    cache, input_pos, update = known_arguments()
+    reference(cache, input_pos, update)
+    torch.testing.assert_close(cache, expected_cache())
+
+
+class CacheHolder(nn.Module):
+    """A cache kept as a buffer, as the model keeps its KV cache, written by the op."""
+
+    def __init__(self, cache: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("cache", cache)
+
+    def forward(self, input_pos: torch.Tensor, update: torch.Tensor) -> None:
+        OP(self.cache, input_pos, update)
+
+
+def test_compiled_call_writes_the_known_positions_into_a_buffer():
+    """Compiled as one graph, the op still writes the known positions of the module's buffer, and returns None."""
+    cache, input_pos, update = known_arguments()
+    holder = CacheHolder(cache)
+    compiled = torch.compile(holder, backend=STAND_IN, fullgraph=True, dynamic=False)
+    assert compiled(input_pos, update) is None
+    torch.testing.assert_close(holder.cache, expected_cache())
+
+
+def test_compiled_call_writes_like_eager_before_reading():
+    """Compiled as one graph, a read of the cache after the op sees the write, as in eager mode."""
+
+    def step(cache: torch.Tensor, input_pos: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
+        OP(cache, input_pos, update)
+        return cache * 2
+
+    cache, input_pos, update = random_arguments()
+    eager_cache = cache.clone()
+    eager_out = step(eager_cache, input_pos, update)
+    compiled_out = torch.compile(step, backend=STAND_IN, fullgraph=True, dynamic=False)(
+        cache, input_pos, update
+    )
+    torch.testing.assert_close(cache, eager_cache)
+    torch.testing.assert_close(compiled_out, eager_out)
+{%- elif in_place %}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -40,9 +40,18 @@ def run_export(*arguments: str) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def export_text() -> Callable[[str], str]:
+def export_text(export_refusal) -> Callable[[str], str]:
     """export.export(target), each target exported once for this module's tests."""
+    if export_refusal:
+        pytest.skip(export_refusal)
     return functools.cache(export.export)
+
+
+@pytest.fixture
+def bundles(export_refusal) -> None:
+    """For a test that exports this project: skip it when export refuses your model's data files."""
+    if export_refusal:
+        pytest.skip(export_refusal)
 
 
 @pytest.fixture(scope="module", params=TARGETS)
@@ -167,6 +176,7 @@ def test_npu_target_off_an_npu_runs_its_portable_rendering(export_text):
         assert "need an NPU" in unrun
 
 
+@pytest.mark.usefixtures("bundles")
 def test_a_file_that_fails_when_run_is_not_written(monkeypatch, tmp_path):
     """A file that fails when run: exit 1, its error on the first line, and no file."""
     prelude = f"{export.PORTABLE_PRELUDE}import {MISSING}\n"
@@ -180,6 +190,7 @@ def test_a_file_that_fails_when_run_is_not_written(monkeypatch, tmp_path):
     assert not path.exists()
 
 
+@pytest.mark.usefixtures("bundles")
 def test_a_file_that_fails_as_the_mre_fails_is_written_with_exit_2(monkeypatch, tmp_path):
     """A file that fails with the very error the MRE raises here reproduces it, as a bug report
     should: written, exit 2 (never 0), the error named."""
@@ -198,6 +209,7 @@ def test_a_file_that_fails_as_the_mre_fails_is_written_with_exit_2(monkeypatch, 
     assert path.exists()
 
 
+@pytest.mark.usefixtures("bundles")
 def test_a_file_whose_output_differs_is_not_written(mre_run, monkeypatch, tmp_path):
     """A file that runs but computes another output than the MRE's: exit 1, the differing leaf
     first, and no file. (Its run is stood in for: the MRE's output, plus one.)"""
@@ -222,6 +234,7 @@ def test_a_file_whose_output_differs_is_not_written(mre_run, monkeypatch, tmp_pa
 {%- if tp %}
 
 
+@pytest.mark.usefixtures("bundles")
 def test_portable_export_runs_under_torchrun(mre_run, two_ranks):
     """Under torchrun the portable file runs on two ranks, with the project unimportable, and every
     rank computes what the MRE computed.

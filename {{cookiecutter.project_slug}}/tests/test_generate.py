@@ -1,3 +1,4 @@
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """Generation: the decode step in graph mode, captured once per capture size and replayed for every
 position, chooses the tokens a model without a cache would choose, pads a batch up to its capture
 size without the padding reaching real rows, and refuses what the cache cannot hold."""
@@ -5,6 +6,9 @@ size without the padding reaching real rows, and refuses what the cache cannot h
 import contextlib
 import io
 import json
+{%- if tp %}
+from collections.abc import Iterator
+{%- endif %}
 from typing import NamedTuple
 
 import pytest
@@ -14,6 +18,9 @@ from torch._dynamo.utils import counters
 from {{ cookiecutter.package_name }} import generate, model
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.decode import DecodeGraphs, Warmup, limits, logits_of
+{%- if tp %}
+from {{ cookiecutter.package_name }}.toolkit.parallel import Ranks, tensor_parallel
+{%- endif %}
 from {{ cookiecutter.package_name }}.toolkit.state import State, restore, save, state_mismatches
 
 NEW_TOKENS = 16
@@ -27,11 +34,26 @@ class Decoder(NamedTuple):
     """The state before any generation: each test starts from it."""
 
 
+{% if tp -%}
+@pytest.fixture(scope="module")
+def ranks() -> Iterator[Ranks]:
+    """One rank, for this module's tests: generate's own runs join it."""
+    with tensor_parallel(select_backend().device) as ranks:
+        yield ranks
+
+
+@pytest.fixture(scope="module")
+def decoder(ranks: Ranks) -> Decoder:
+    """The sample's decode step in graph mode, sharded, built and warmed up as generate does, once."""
+    torch._dynamo.reset()
+    built, graphs = generate.build(select_backend(), ranks)
+{%- else -%}
 @pytest.fixture(scope="module")
 def decoder() -> Decoder:
     """The sample's decode step in graph mode, built and warmed up as generate does, once."""
     torch._dynamo.reset()
     built, graphs = generate.build(select_backend())
+{%- endif %}
     start = save(built)
     with torch.no_grad():
         warmup = graphs.warm_up()
@@ -187,12 +209,12 @@ def test_the_report_says_what_warm_up_captured(json_result):
     assert f"sequence 0  {prompt} | {new}" in report
 
 
-def test_more_sizes_than_the_recompile_limit_raise_it_with_a_note(monkeypatch):
+def test_more_sizes_than_the_recompile_limit_raise_it_with_a_note(monkeypatch{{ ", ranks" if tp else "" }}):
     """Each capture size is one graph of one compiled model: more sizes than Dynamo's recompile
     limit raise the limit, and warm-up says so."""
     monkeypatch.setattr(model, "CAPTURE_SIZES", (1, 2))
     torch._dynamo.reset()
-    _, graphs = generate.build(select_backend())
+    _, graphs = generate.build(select_backend(){{ ", ranks" if tp else "" }})
     # Dynamo's own patch: it puts back whatever the warm-up raised the limit to.
     with torch._dynamo.config.patch(recompile_limit=1), torch.no_grad():
         warmup = graphs.warm_up()

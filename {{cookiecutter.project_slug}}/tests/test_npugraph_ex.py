@@ -1,5 +1,7 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
-"""On an Ascend NPU: real npugraph_ex capture and replay match eager. Skipped elsewhere."""
+{%- set decode = cookiecutter.workload == "decode" -%}
+"""On an Ascend NPU: real npugraph_ex capture and replay match eager, output and state. Skipped
+elsewhere."""
 
 import pytest
 import torch
@@ -10,12 +12,17 @@ from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.compile_cache import CachedModel
 {%- endif %}
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same, clone, to_device
+{%- if decode %}
+from {{ cookiecutter.package_name }}.toolkit.decode import first_step
+{%- endif %}
+from {{ cookiecutter.package_name }}.toolkit.state import restore, save, state_mismatches
 
 pytestmark = pytest.mark.npu
 
 
 def test_replays_match_eager_for_new_input_data({{ "tmp_path, monkeypatch" if cache else "" }}):
-    """The first call captures, later ones replay: each equals eager on its own new inputs."""
+    """The first call captures, later ones replay: each equals eager on its own new inputs, and
+    leaves the state eager leaves."""
 {%- if cache %}
     monkeypatch.chdir(tmp_path)  # the cache_compile cache starts empty
 {%- endif %}
@@ -32,6 +39,16 @@ def test_replays_match_eager_for_new_input_data({{ "tmp_path, monkeypatch" if ca
 {%- endif %}
     for seed in (0, 1, 2):
         torch.manual_seed(seed)
-        dummy_input = to_device(example_inputs(), "npu")
         with torch.no_grad():
-            assert_same(clone(graph(*dummy_input)), model(*dummy_input))
+{%- if decode %}
+            # A new prompt, prefilled eagerly: the replay is the decode step after it.
+            dummy_input = first_step(model, *to_device(example_inputs(), "npu"))
+{%- else %}
+            dummy_input = to_device(example_inputs(), "npu")
+{%- endif %}
+            start = save(model)
+            output = clone(graph(*dummy_input))
+            state = save(model)
+            restore(model, start)
+            assert_same(output, model(*dummy_input))
+            assert state_mismatches(state, save(model)) == []

@@ -1,19 +1,51 @@
-"""Tensor parallelism: two ranks under torchrun compute what one device computes, one graph each."""
+{%- set decode = cookiecutter.workload == "decode" -%}
+"""Tensor parallelism: two ranks under torchrun compute what one device computes, one graph each.
+{%- if decode %}
+Each rank's KV cache holds only its own heads, and generation on two ranks chooses one device's
+tokens.
+{%- endif %}"""
 
+{% if decode -%}
+import json
+
+{% endif -%}
 import pytest
+{%- if decode %}
+import torch
+import torch._dynamo
+{%- endif %}
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor, Replicate, Shard
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel{{ ", parallelize_module" if decode else "" }}
 
-from {{ cookiecutter.package_name }}.model import build_model, parallel_plan
+{% if decode -%}
+from {{ cookiecutter.package_name }} import generate
+{% endif -%}
+from {{ cookiecutter.package_name }}.model import build_model, example_inputs, parallel_plan
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same
 from {{ cookiecutter.package_name }}.toolkit.parallel import (
+{%- if decode %}
+    KVCacheParallel,
+{%- endif %}
     PlanError,
     check_plan,
+{%- if decode %}
+    fake_ranks,
+{%- endif %}
     plan_targets,
+    rehearse,
     tensor_parallel,
 )
+{%- if decode %}
+from {{ cookiecutter.package_name }}.toolkit.state import (
+    State,
+    save,
+    state_mismatches,
+    state_tensors,
+)
+{%- endif %}
 
 
 # two_ranks (conftest.py): the MRE, among other steps, on two ranks under torchrun (two_ranks.py).
@@ -52,10 +84,24 @@ PLACEMENTS = {
 }
 
 
-def assert_sharded(model: nn.Module, plan: dict) -> None:
-    """Every parameter of every layer `plan` names is a DTensor placed as its style places it."""
+def assert_sharded(model: nn.Module, plan: dict, whole: nn.Module, size: int) -> None:
+    """Every parameter of every layer `plan` names is a DTensor placed as its style places it
+{%- if decode %}; every
+    state tensor of a KVCacheParallel module is a plain tensor of 1/size of the heads of `whole`'s
+{%- endif %}."""
     for key, style in plan.items():
         for path, layer in plan_targets(model, key):
+{%- if decode %}
+            if isinstance(style, KVCacheParallel):
+                unsharded = state_tensors(whole.get_submodule(path))
+                local = state_tensors(layer)
+                assert local.keys() == unsharded.keys(), f"{path} holds other state"
+                for name, tensor in local.items():
+                    assert not isinstance(tensor, DTensor), f"{path}.{name} is distributed"
+                    heads = unsharded[name].shape[style.dim] // size
+                    assert tensor.shape[style.dim] == heads, f"{path}.{name}"
+                continue
+{%- endif %}
             weights = dict(layer.named_parameters(recurse=False))
             assert weights, f"{path} has no weights to shard"
             expected = PLACEMENTS.get((type(style), type(layer)), {})
@@ -67,17 +113,26 @@ def assert_sharded(model: nn.Module, plan: dict) -> None:
 
 def test_the_plan_shards_every_layer_it_names():
     """Each layer that parallel_plan() names holds distributed weights after Ranks.shard (one
-    rank), each placed as DTensor places it for the layer's style."""
+    rank), each placed as DTensor places it for the layer's style
+{%- if decode %}; each cache its rank's heads
+{%- endif %}."""
     with tensor_parallel(select_backend().device) as ranks:
         plan = parallel_plan(ranks.size)
-        assert_sharded(ranks.shard(build_model(), plan), plan)
+        assert_sharded(ranks.shard(build_model(), plan), plan, build_model(), ranks.size)
+
+
+def test_the_plan_runs_on_two_ranks_in_rehearsal():
+    """parallel_plan(2) shards build_model() so that it runs{{ " prefill and a decode step" if decode else "" }} on two ranks
+    (a fake process group in this process): no layer gets a style that does not fit it."""
+    rehearse(build_model, parallel_plan(2), example_inputs(), 2)
 
 
 def test_a_megatron_plan_over_layers_with_biases_shards():
     """Column-parallel biases are split, the row-parallel bias stays whole: both are right."""
     with tensor_parallel(select_backend().device) as ranks:
         plan = {"0": ColwiseParallel(), "1": RowwiseParallel()}
-        assert_sharded(ranks.shard(nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4)), plan), plan)
+        layers = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4))
+        assert_sharded(ranks.shard(layers, plan), plan, layers, ranks.size)
 
 
 def test_plain_python_is_one_rank_even_with_master_addr_exported(monkeypatch):
@@ -86,6 +141,23 @@ def test_plain_python_is_one_rank_even_with_master_addr_exported(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     with tensor_parallel(select_backend().device) as ranks:
         assert (ranks.rank, ranks.size) == (0, 1)
+
+
+def test_the_process_group_ends_with_its_block():
+    """tensor_parallel() starts the job's process group and destroys it on the way out."""
+    with tensor_parallel(select_backend().device):
+        assert dist.is_initialized()
+    assert not dist.is_initialized()
+
+
+def test_a_block_inside_a_job_joins_it_and_leaves_it_running():
+    """Within a job already joined (an enclosing block, a launcher of yours), a block runs as its
+    rank and leaves the process group to whoever started it."""
+    with tensor_parallel(select_backend().device) as outer:
+        with tensor_parallel(select_backend().device) as inner:
+            assert (inner.rank, inner.size) == (outer.rank, outer.size)
+        assert dist.is_initialized()
+        outer.gather(0)  # the group still works
 
 
 def test_a_plan_key_that_names_no_submodule_is_refused():
@@ -111,3 +183,109 @@ def test_plan_keys_match_submodules_as_parallelize_module_does():
     with pytest.raises(PlanError, match=r"1\.0\.out_features=3"):
         check_plan(model, {"*.0": ColwiseParallel()}, 2)
     check_plan(model, {"0.0": ColwiseParallel()}, 2)
+{%- if decode %}
+
+
+class Cache(nn.Module):
+    """A cache as the sample holds it (a buffer, (batch, heads, positions, head_dim)) and as
+    transformers' StaticCache does (tensors marked static, in a list)."""
+
+    def __init__(self, heads: int) -> None:
+        super().__init__()
+        values = torch.arange(2 * heads * 3 * 2, dtype=torch.float).view(2, heads, 3, 2)
+        self.register_buffer("k_cache", values)
+        self.layers = [values + 1000]
+        torch._dynamo.mark_static_address(self.layers[0])
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_the_cache_style_keeps_this_ranks_own_heads(rank):
+    """Rank r of 2 keeps heads [2r, 2r + 2) of 4, the heads ColwiseParallel gives its k and v
+    projections: of the buffer and of a marked tensor alike, in the same tensor objects."""
+    cache = Cache(heads=4)
+    whole = save(cache)
+    marked = cache.layers[0]
+    with fake_ranks(2, rank) as mesh:
+        parallelize_module(cache, mesh, {"": KVCacheParallel()})
+    assert cache.layers[0] is marked
+    assert torch.equal(cache.k_cache, whole["k_cache"][:, 2 * rank : 2 * rank + 2])
+    assert torch.equal(cache.layers[0], whole["layers[0]"][:, 2 * rank : 2 * rank + 2])
+
+
+def test_a_cache_whose_heads_the_ranks_cannot_split_is_refused():
+    """Three heads over two ranks: refused, naming the cache tensor, its heads and the fix."""
+    model = nn.Sequential(Cache(heads=3))
+    with pytest.raises(PlanError, match=r"0\.k_cache\.shape\[1\]=3 cannot be split across 2 ranks"):
+        check_plan(model, {"0": KVCacheParallel()}, 2)
+
+
+def test_a_cache_entry_on_a_module_without_a_cache_is_refused():
+    """KVCacheParallel on a module that holds no state: refused, naming the module."""
+    model = nn.Sequential(nn.Linear(4, 4))
+    with pytest.raises(PlanError, match=r"'0' \(KVCacheParallel\) names 0, which holds no cache"):
+        check_plan(model, {"0": KVCacheParallel()}, 2)
+
+
+def test_a_plan_that_leaves_the_cache_whole_names_the_missing_entry():
+    """The sample's plan without its KVCacheParallel entry cannot run on two ranks (each rank's
+    heads do not fit a cache of every head): the rehearsal names the cache and the entry to add."""
+    plan = {key: style for key, style in parallel_plan(2).items() if "kv_cache" not in key}
+    with pytest.raises(PlanError) as refused:
+        rehearse(build_model, plan, (generate.prompt_of(None, "cpu"),), 2)
+    assert "layers.0.kv_cache.k_cache" in str(refused.value)
+    assert "'layers.*.kv_cache': KVCacheParallel()" in str(refused.value)
+
+
+@pytest.fixture(scope="module")
+def one_device() -> tuple[torch.Tensor, State]:
+    """What generate --new-tokens 4 chooses on one device, unsharded and eager, and the state the
+    model ends with."""
+    torch.manual_seed(0)
+    model = build_model().eval()
+    prompt = generate.prompt_of(None, "cpu")
+    with torch.no_grad():
+        tokens = generate.generate(model, model, prompt, 4)
+    return tokens, save(model)
+
+
+def test_two_ranks_generate_one_devices_tokens(two_ranks, one_device):
+    """`generate --json` under torchrun: every rank exits 0, rank 0 alone prints, and the tokens
+    are those one device chooses."""
+    steps = [two_ranks.results[rank]["generate"] for rank in range(two_ranks.size)]
+    assert [step["value"]["code"] for step in steps] == [0] * two_ranks.size
+    assert [step["printed"] for step in steps[1:]] == [""] * (two_ranks.size - 1)
+    result = json.loads(steps[0]["printed"])
+    assert (result["ranks"]["size"], result["ranks"]["differ"]) == (two_ranks.size, [])
+    assert torch.equal(torch.tensor(result["tokens"]), one_device[0])
+
+
+def caches(size: int) -> dict[str, KVCacheParallel]:
+    """Each state tensor of the model that a KVCacheParallel entry of parallel_plan(size) shards,
+    with that entry's style."""
+    model = build_model()
+    return {
+        f"{path}.{name}": style
+        for key, style in parallel_plan(size).items()
+        if isinstance(style, KVCacheParallel)
+        for path, module in plan_targets(model, key)
+        for name in state_tensors(module)
+    }
+
+
+def test_each_ranks_cache_holds_only_its_share_of_the_heads(two_ranks, one_device):
+    """After generating, each rank's KV cache holds 1/2 of the heads: the slice of one device's
+    cache that its own heads wrote; every other state tensor equals one device's."""
+    sharded = caches(two_ranks.size)
+    assert sharded, "parallel_plan() shards no cache"
+    whole = one_device[1]
+    for rank in range(two_ranks.size):
+        state = two_ranks.results[rank]["generate"]["value"]["state"]
+        for path, style in sharded.items():
+            heads = whole[path].shape[style.dim] // two_ranks.size
+            assert state[path].shape[style.dim] == heads, f"rank {rank}: {path}"
+        expected = {
+            path: sharded[path].local(tensor, rank, two_ranks.size) if path in sharded else tensor
+            for path, tensor in whole.items()
+        }
+        assert state_mismatches(state, expected) == [], f"rank {rank}"
+{%- endif %}

@@ -1,16 +1,22 @@
+{%- set decode = cookiecutter.workload == "decode" -%}
 """One rank of the suite's two-rank run under torchrun (not a test itself; conftest.py starts it).
 
     torchrun --standalone --nproc-per-node 2 tests/two_ranks.py FOLDER PORTABLE
 
-One launch serves every two-rank test. Each rank runs three steps, in this order, each in an empty
+One launch serves every two-rank test. Each rank runs {{ "five" if decode else "four" }} steps, in this order, each in an empty
 folder of its own and with a process group of its own:
 
-- portable: infer_one_step() of PORTABLE, the exported MRE, with this project unimportable;
+- portable: infer_one_step() of PORTABLE, the exported MRE, with this project unimportable (if
+  PORTABLE exists: export refuses a model that reads data files);
 - mre: infer_one_step() of the project's MRE;
-- bench: `python -m {{ cookiecutter.package_name }} bench --iters 3 --warmup 1 --json`.
+- bench: `python -m {{ cookiecutter.package_name }} bench --iters 3 --warmup 1 --json`;
+- profile: `python -m {{ cookiecutter.package_name }} profile --steps 2 --json` (traces in its folder's prof/){{ ";" if decode else "." }}
+{%- if decode %}
+- generate: `python -m {{ cookiecutter.package_name }} generate --new-tokens 4 --json`.
+{%- endif %}
 
 It saves what the tests check into FOLDER/rank<RANK>.pt: for each step what it returned (an
-output, or bench's exit status), what it printed and how many graphs it compiled.
+output, or {{ "the exit status" if decode else "bench's exit status" }}), what it printed and how many graphs it compiled.
 """
 
 import contextlib
@@ -42,6 +48,10 @@ gc.enable()
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 BENCH = ["bench", "--iters", "3", "--warmup", "1", "--json"]
+PROFILE = ["profile", "--steps", "2", "--json"]
+{%- if decode %}
+GENERATE = ["generate", "--new-tokens", "4", "--json"]
+{%- endif %}
 AGENT_STORE = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
 """torchrun's own store, where rank 0 tells the others where each step's store is."""
 TIMEOUT = timedelta(seconds=600)
@@ -100,15 +110,48 @@ def bench() -> int:
     from {{ cookiecutter.package_name }}.__main__ import main
 
     return main(BENCH)
+{%- if decode %}
+
+
+def generate() -> dict[str, Any]:
+    """`generate --json`'s exit status, and the state its model ends with: this rank's KV cache
+    after graph-mode generation."""
+    from {{ cookiecutter.package_name }} import generate
+    from {{ cookiecutter.package_name }}.__main__ import main
+    from {{ cookiecutter.package_name }}.toolkit.state import save
+
+    build, built = generate.build, []
+
+    def keep(*arguments: Any) -> Any:  # generate.build, keeping what it built
+        built.append(build(*arguments))
+        return built[-1]
+
+    generate.build = keep
+    try:
+        code = main(GENERATE)
+    finally:
+        generate.build = build
+    return {"code": code, "state": save(built[0][0])}
+{%- endif %}
+
+
+def profile() -> int:
+    from {{ cookiecutter.package_name }}.__main__ import main
+
+    return main(PROFILE)
 
 
 @record  # a rank's error goes to torchrun's summary, traceback included
 def main(folder: Path, exported: str) -> None:
-    results = {
-        "portable": run_step(folder, "portable", lambda: portable(exported)),
-        "mre": run_step(folder, "mre", mre),
-        "bench": run_step(folder, "bench", bench),
-    }
+    results = {}
+    if Path(exported).exists():  # not when export refuses the model's data files
+        results["portable"] = run_step(folder, "portable", lambda: portable(exported))
+    results["mre"] = run_step(folder, "mre", mre)
+    results["bench"] = run_step(folder, "bench", bench)
+    results["profile"] = run_step(folder, "profile", profile)
+{%- if decode %}
+    results["generate"] = run_step(folder, "generate", generate)
+{%- endif %}
     torch.save(results, folder / f"rank{os.environ['RANK']}.pt")
 
 

@@ -17,6 +17,10 @@ COMMANDS = {
         "why won't graph mode run on this machine? OK / WARN / FAIL with fixes",
     ),
     "bench": ("toolkit.bench", "eager against graph mode on the same model and inputs"),
+    "profile": (
+        "toolkit.profile",
+        "where a step's time goes, eager against graph, in a profiler trace",
+    ),
     "export": (
         "toolkit.export",
         "the MRE and your model in one self-contained file for a bug report",

@@ -1,4 +1,5 @@
 {%- set in_place = cookiecutter.custom_op == "in_place" -%}
+{%- set cache_update = in_place and cookiecutter.workload == "decode" -%}
 {%- set op = cookiecutter.__op -%}
 {%- set stem = cookiecutter.__op.rstrip("_") -%}
 """The custom operator {{ cookiecutter.__op_ns }}::{{ op }}, registered with torch.library for graph mode.
@@ -14,7 +15,42 @@ import torch
 from .toolkit.backend import npu_status
 
 OP_NAME = "{{ cookiecutter.__op_ns }}::{{ op }}"
-{%- if in_place %}
+{%- if cache_update %}
+
+
+def reference(cache: torch.Tensor, input_pos: torch.Tensor, update: torch.Tensor) -> None:
+    """What the op computes, in plain torch: cache[:batch, :, input_pos] = update, in place.
+
+    cache (max_batch, heads, max_seq_len, head_dim) gets update (batch, heads, n, head_dim) at
+    positions input_pos (n,) of rows [:batch]; other rows and positions keep their values.
+    """
+    cache[: update.shape[0], :, input_pos] = update
+
+
+# Modelled on torch_npu's scatter_update_(self, indices, updates, axis), but returning None: graph
+# mode's automatic functionalization needs an in-place custom op to return no mutated input.
+# device_types=None: this body is the kernel on every device; an NPU kernel below takes over there.
+@torch.library.custom_op(OP_NAME, mutates_args=("cache",), device_types=None)
+def {{ op }}(
+    cache: torch.Tensor,
+    input_pos: torch.Tensor,
+    update: torch.Tensor,
+) -> None:
+    reference(cache, input_pos, update)
+
+
+@{{ op }}.register_fake
+def {{ stem }}_fake(
+    cache: torch.Tensor,
+    input_pos: torch.Tensor,
+    update: torch.Tensor,
+) -> None:
+    """Nothing to describe: the op writes into cache and returns nothing.
+
+    torch would derive this trivial fake function itself, for an op that only mutates; written
+    out, it is where shape checks go (torch._check), which then fail at trace time.
+    """
+{%- elif in_place %}
 
 
 def reference(x: torch.Tensor, y: torch.Tensor) -> None:
@@ -58,6 +94,16 @@ def {{ stem }}_fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 if npu_status()[0]:
 
     @{{ op }}.register_kernel("npu")
+{%- if cache_update %}
+    def {{ stem }}_npu(
+        cache: torch.Tensor,
+        input_pos: torch.Tensor,
+        update: torch.Tensor,
+    ) -> None:
+        # <your NPU implementation: e.g. call your Ascend C kernel through its aclnn binding>
+        reference(cache, input_pos, update)
+{%- else %}
     def {{ stem }}_npu(x: torch.Tensor, y: torch.Tensor) -> {{ "None" if in_place else "torch.Tensor" }}:
         # <your NPU implementation: e.g. call your Ascend C kernel through its aclnn binding>
         return reference(x, y)
+{%- endif %}

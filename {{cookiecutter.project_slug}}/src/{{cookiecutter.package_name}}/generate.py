@@ -1,4 +1,5 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """Greedy generation: the prompt runs eagerly (prefill), then the decode step runs in graph mode once
 per new token, replayed from one graph per capture size.
 
@@ -8,6 +9,13 @@ Like the MRE it seeds torch.manual_seed(0), then calls build_model(), then examp
 prompt), so anyone can rebuild the eager reference. It generates twice from the same prompt and
 the same starting cache: eagerly, then in graph mode, and the tokens must agree. It prints the
 tokens, tokens per second of each and what warm-up captured; --json prints one object instead.
+{%- if tp %}
+
+It also runs on N ranks under torchrun (`torchrun --nproc-per-node N -m
+{{ cookiecutter.package_name }} generate`): each rank holds its share of the heads
+(parallel_plan() in model.py), its KV cache only those heads, and rank 0 prints. Every rank must
+choose the same tokens, and eager's.
+{%- endif %}
 
 Exit 0: generated, and graph mode chose the tokens eager chose. 1: they differ (`python -m
 {{ cookiecutter.package_name }} check` compares one step leaf by leaf). 2: the request cannot run (a
@@ -25,13 +33,16 @@ from typing import Any
 
 import torch
 
-from .model import build_model, example_inputs
+from .model import build_model, example_inputs{{ ", parallel_plan" if tp else "" }}
 from .toolkit.backend import Backend, select_backend
 {%- if cache %}
 from .toolkit.compile_cache import CACHE_DIR, cached_steps
 {%- endif %}
 from .toolkit.contract import ContractError, to_device
 from .toolkit.decode import DecodeGraphs, Step, limits, prefill
+{%- if tp %}
+from .toolkit.parallel import Ranks, tensor_parallel
+{%- endif %}
 from .toolkit.report import synchronize
 from .toolkit.state import restore, save
 
@@ -60,8 +71,13 @@ def generate(
             break
         logits = step(token, input_pos)
         input_pos += 1
+{%- if cache %}
         # The choice runs outside the graph: sampling draws random numbers, and cache_compile
         # refuses graphs with RNG ops. Replace argmax with your sampler here.
+{%- else %}
+        # The choice runs outside the graph, so a sampler of yours replaces argmax here and the
+        # captured step stays as it is.
+{%- endif %}
         token = logits[:, -1:].argmax(-1)
         if EOS_ID is not None:
             token = token.masked_fill(done[:, None], EOS_ID)
@@ -93,12 +109,25 @@ def timed(call: Any, device: str) -> tuple[Any, float]:
     return result, time.perf_counter() - started
 
 
+{% if tp -%}
+def build(backend: Backend, ranks: Ranks) -> tuple[torch.nn.Module, DecodeGraphs]:
+    """The model, seeded and sharded over `ranks` as in the MRE, and its decode step in graph mode
+    at every capture size."""
+    torch.manual_seed(0)
+    model = ranks.shard(build_model().to(ranks.device).eval(), parallel_plan(ranks.size))
+{%- else -%}
 def build(backend: Backend) -> tuple[torch.nn.Module, DecodeGraphs]:
     """The model, seeded as in the MRE, and its decode step in graph mode at every capture size."""
     torch.manual_seed(0)
     model = build_model().to(backend.device).eval()
+{%- endif %}
     bounds = limits()
-{%- if cache %}
+{%- if cache and tp %}
+    # Each rank writes and loads its own cache: one cached method per capture size, per rank.
+    compiled = cached_steps(
+        model, bounds.capture_sizes, cache_dir=CACHE_DIR, **ranks.cache_keywords()
+    )
+{%- elif cache %}
     compiled = cached_steps(model, bounds.capture_sizes, cache_dir=CACHE_DIR)
 {%- else %}
     compiled_model = torch.compile(
@@ -111,14 +140,23 @@ def build(backend: Backend) -> tuple[torch.nn.Module, DecodeGraphs]:
     # One compiled model: Dynamo compiles one graph for each batch size it meets.
     compiled = dict.fromkeys(bounds.capture_sizes, compiled_model)
 {%- endif %}
-    return model, DecodeGraphs(model, compiled, bounds, backend.device)
+    return model, DecodeGraphs(model, compiled, bounds, {{ "ranks" if tp else "backend" }}.device)
 
 
+{% if tp -%}
+def run(new_tokens: int, batch: int | None, ranks: Ranks) -> dict[str, Any]:
+    """Generate eagerly, then in graph mode, from the same prompt and starting state, as this rank
+    of `ranks`."""
+    backend = select_backend()
+    model, graphs = build(backend, ranks)
+    prompt = prompt_of(batch, ranks.device)
+{%- else -%}
 def run(new_tokens: int, batch: int | None) -> dict[str, Any]:
     """Generate eagerly, then in graph mode, from the same prompt and starting state."""
     backend = select_backend()
     model, graphs = build(backend)
     prompt = prompt_of(batch, backend.device)
+{%- endif %}
     graphs.limits.check_length(prompt.shape[1], new_tokens)
     size = graphs.limits.capture_size(prompt.shape[0])
     with torch.no_grad():
@@ -178,6 +216,11 @@ def render(result: dict[str, Any]) -> str:
         ),
         ("recompiles", "; ".join(result["recompiles"]) or "none"),
     ]
+{%- if tp %}
+    if "ranks" in result:
+        group = result["ranks"]
+        rows.insert(1, ("ranks", f"{group['size']} ({group['backend']}), tokens from rank 0"))
+{%- endif %}
     if result["note"]:
         rows.append(("note", result["note"]))
     return "\n".join(f"{name:<11} {value}" for name, value in rows)
@@ -185,6 +228,21 @@ def render(result: dict[str, Any]) -> str:
 
 def words(ids: list[int]) -> str:
     return " ".join(map(str, ids))
+{%- if tp %}
+
+
+def across_ranks(results: list[dict[str, Any]], ranks: Ranks) -> dict[str, Any]:
+    """Rank 0's result, for the job: graph mode matches eager only if it did on every rank, and
+    every rank chose rank 0's tokens (each all-reduces to the same logits, so they must)."""
+    first = results[0]
+    differ = [
+        rank
+        for rank, result in enumerate(results)
+        if result["tokens"] != first["tokens"] or not result["matches_eager"]
+    ]
+    group = {"size": ranks.size, "backend": ranks.backend, "differ": differ}
+    return {**first, "matches_eager": not differ, "ranks": group}
+{%- endif %}
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
@@ -200,18 +258,43 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     arguments = parser.parse_args(argv)
+{%- if tp %}
+    with tensor_parallel(select_backend().device) as ranks:
+        try:
+            result = run(arguments.new_tokens, arguments.batch, ranks)
+        except (ValueError, ContractError) as error:
+            # Every rank refuses the same request: none waits in a collective for another.
+            if ranks.is_first:
+                print(f"generate: {error}", file=sys.stderr)
+            return 2
+        result = across_ranks(ranks.gather(result), ranks)
+    if not ranks.is_first:
+        return 0 if result["matches_eager"] else 1
+{%- else %}
     try:
         result = run(arguments.new_tokens, arguments.batch)
     except (ValueError, ContractError) as error:
         print(f"generate: {error}", file=sys.stderr)
         return 2
+{%- endif %}
     print(json.dumps(result) if arguments.json else render(result))
     if not result["matches_eager"]:
+{%- if tp %}
+        where = f"rank {result['ranks']['differ'][0]}"
+        if result["first_difference"]:
+            where = f"{result['first_difference']} on rank 0"
+        print(
+            f"generate: graph mode chose other tokens than eager, or than rank 0, from {where}"
+            ": run `python -m {{ cookiecutter.package_name }} check` to compare one step leaf by leaf",
+            file=sys.stderr,
+        )
+{%- else %}
         print(
             f"generate: graph mode chose other tokens than eager from {result['first_difference']}"
             ": run `python -m {{ cookiecutter.package_name }} check` to compare one step leaf by leaf",
             file=sys.stderr,
         )
+{%- endif %}
         return 1
     return 0
 

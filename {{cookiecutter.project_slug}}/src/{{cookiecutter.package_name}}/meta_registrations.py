@@ -1,4 +1,5 @@
 {%- set in_place = cookiecutter.custom_op == "in_place" -%}
+{%- set cache_update = in_place and cookiecutter.workload == "decode" -%}
 """Meta function of the op-plugin operator npu::{{ cookiecutter.op_name }}: its output's shape and dtype, for graph mode.
 
 In production this function belongs in op-plugin's op_plugin/python/meta/_meta_registrations.py
@@ -18,7 +19,14 @@ m = Library("npu", "IMPL", "Meta")
 
 
 @impl(m, "{{ cookiecutter.op_name }}")
-{%- if in_place %}
+{%- if cache_update %}
+def {{ cookiecutter.op_name }}_meta(
+    cache: torch.Tensor,
+    input_pos: torch.Tensor,
+    update: torch.Tensor,
+) -> None:
+    """The op writes into cache and returns nothing: there is no output to describe."""
+{%- elif in_place %}
 def {{ cookiecutter.op_name }}_meta(x: torch.Tensor, y: torch.Tensor) -> None:
     """The op writes into x and returns nothing: there is no output to describe."""
 {%- else %}

@@ -1,8 +1,10 @@
 {%- set op = "torch.ops." ~ cookiecutter.__op_ns ~ "." ~ cookiecutter.__op -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 {%- set hidden = cookiecutter.input_shape.split(",")[-1] | int -%}
-{%- set heads = 8 if hidden % 8 == 0 else 4 if hidden % 4 == 0 else 2 if hidden % 2 == 0 else 1 -%}
 {%- set decode = cookiecutter.workload == "decode" -%}
+{#- Rotary positions (decode) turn pairs of features: there, each head needs an even width. -#}
+{%- set width = 2 if decode else 1 -%}
+{%- set heads = 8 if hidden % (8 * width) == 0 else 4 if hidden % (4 * width) == 0 else 2 if hidden % (2 * width) == 0 else 1 -%}
 {%- if decode %}
 {%- set dims = cookiecutter.input_shape.replace(" ", "").split(",") | map("int") | list -%}
 {%- set lead = namespace(batch=1) -%}
@@ -24,7 +26,8 @@
   runs padded up to the next size.
 {%- if tp %}
 - `parallel_plan(world_size)` returns how parallelize_module shards build_model() across the
-  ranks of a torchrun job: submodule names to ColwiseParallel / RowwiseParallel.
+  ranks of a torchrun job: submodule names to ColwiseParallel / RowwiseParallel, and the
+  modules that hold the KV cache to KVCacheParallel (each rank keeps the heads it computes).
 {%- endif %}
 - Optional: `TOLERANCES`, how far graph mode may be from eager per dtype, e.g.
   `{torch.bfloat16: {"rtol": 5e-2, "atol": 1e-1}}` (README, section 'Tolerances').
@@ -41,10 +44,17 @@ from torch import nn
 {%- if tp %}
 from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel
 {%- endif %}
+{%- if tp and cookiecutter.custom_op == "none" %}
+
+from .toolkit.parallel import KVCacheParallel
+{%- endif %}
 {%- if cookiecutter.custom_op != "none" %}
 
 # Registers {{ op }} (and its {{ "Meta" if cookiecutter.op_registration == "op_plugin" else "fake" }} function) before anything compiles.
 from . import {{ "meta_registrations" if cookiecutter.op_registration == "op_plugin" else "custom_op" }}  # noqa: F401
+{%- if tp %}
+from .toolkit.parallel import KVCacheParallel
+{%- endif %}
 {%- endif %}
 
 PROMPT_SHAPE = ({{ lead.batch }}, {{ dims[-2] }})
@@ -75,8 +85,15 @@ class KVCache(nn.Module):
         """Write k and v (batch, heads, n, head_dim) at positions input_pos of rows [:batch]; the
         cache rows [:batch], every position."""
         batch = k.shape[0]
+{%- if cookiecutter.custom_op == "in_place" %}
+        # The custom op, once per cache: cache[:batch, :, input_pos] = update, in place.
+        write = {{ op }}
+        write(self.k_cache, input_pos, k)
+        write(self.v_cache, input_pos, v)
+{%- else %}
         self.k_cache[:batch, :, input_pos] = k
         self.v_cache[:batch, :, input_pos] = v
+{%- endif %}
         return self.k_cache[:batch], self.v_cache[:batch]
 
 
@@ -121,12 +138,7 @@ class Block(nn.Module):
         # Over every cached position; the mask hides those after input_pos.
         attention = F.scaled_dot_product_attention(rotate(q, cos, sin), k, v, attn_mask=mask)
         x = x + self.o_proj(attention.transpose(1, 2).flatten(-2))
-{%- if cookiecutter.custom_op == "in_place" %}
-        mlp = self.down(F.silu(self.up(self.mlp_norm(x))))
-        # The custom op: x += mlp, in place.
-        {{ op }}(x, mlp)
-        return x
-{%- elif cookiecutter.custom_op == "out_of_place" %}
+{%- if cookiecutter.custom_op == "out_of_place" %}
         mlp = self.down(F.silu(self.up(self.mlp_norm(x))))
         # The custom op: x + mlp.
         return {{ op }}(x, mlp)
@@ -183,8 +195,9 @@ def parallel_plan(world_size: int) -> dict[str, ParallelStyle]:
 
     Column-parallel projections in, row-parallel out (Megatron-style), in every block: each rank
     holds HEADS / world_size attention heads and a 1 / world_size slice of the MLP, and the
-    row-parallel layers all-reduce, so every rank's output is the full one. `*` matches one part
-    of a submodule name.
+    row-parallel layers all-reduce, so every rank's output is the full one. Each rank's KV cache
+    keeps only its own heads, the ones its k and v projections compute (KVCacheParallel), as
+    gpt-fast and vllm-ascend size a rank's cache. `*` matches one part of a submodule name.
     """
     if HEADS % world_size:
         raise ValueError(
@@ -195,6 +208,7 @@ def parallel_plan(world_size: int) -> dict[str, ParallelStyle]:
         "layers.*.q_proj": ColwiseParallel(),
         "layers.*.k_proj": ColwiseParallel(),
         "layers.*.v_proj": ColwiseParallel(),
+        "layers.*.kv_cache": KVCacheParallel(),
         "layers.*.o_proj": RowwiseParallel(),
         "layers.*.up": ColwiseParallel(),
         "layers.*.down": RowwiseParallel(),

@@ -72,6 +72,10 @@ def infer_one_step():
     - ranks.shard(model, parallel_plan(ranks.size)): parallelize_module over a DeviceMesh of all
       ranks; every rank builds the full model, the plan keeps its slice, and the row-parallel
       layers all-reduce, so the output equals one device's{{ "" if cache else "; the collectives are part of the one graph" }}
+{%- if decode %}
+    - KVCacheParallel in the plan: each rank's KV cache keeps only the heads the rank computes,
+      which its prefill and decode step write in place; no collective touches it
+{%- endif %}
 {%- if cache %}
     - CachedModel(..., **ranks.cache_keywords()): global_rank and tp_rank, so each rank writes
       and loads its own cache

@@ -1,14 +1,15 @@
 """Stand-in torch_npu that imports and reports one NPU, whose SoC name a test chooses.
 
 Like torch-npu 2.13.0's torch_npu/_init/registry/backend.py register_privateuse1_backend(), it
-makes its own `npu` module torch.npu. No compile can run: npugraph_ex itself is not here.
+makes its own `npu` module torch.npu. No compile can run: npugraph_ex itself is not here. Its profiler
+(torch_npu.profiler) records how it is called and writes stand-in profiles.
 """
 
 import sys
 
 import torch
 
-from . import npu
+from . import npu, profiler  # noqa: F401  (torch_npu imports its profiler too)
 
 __version__ = "2.13.0"
 

@@ -66,10 +66,8 @@ from torch._dynamo.utils import counters
 
 from ..model import build_model, example_inputs{{ ", parallel_plan" if tp else "" }}
 from .backend import BACKEND_ENV, Backend, select_backend
-{%- if cache and decode %}
-from .compile_cache import CACHE_DIR, cached_steps
-{%- elif cache %}
-from .compile_cache import CachedModel
+{%- if cache %}
+from .compile_cache import {{ "CACHE_DIR, CachedModel, cached_steps" if decode else "CachedModel" }}
 {%- endif %}
 from .contract import ContractError, clone, describe_tree, mismatches, to_device
 {%- if decode %}
@@ -170,6 +168,52 @@ def parse_args(argv: Sequence[str] | None, prog: str | None) -> argparse.Namespa
     return parser.parse_args(argv)
 
 
+{% if tp -%}
+def seeded_model(ranks: Ranks) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    """build_model(), sharded by parallel_plan(), and its inputs, seeded as in the MRE."""
+    torch.manual_seed(0)
+    model = ranks.shard(build_model().to(ranks.device).eval(), parallel_plan(ranks.size))
+{%- if decode %}
+    (prompt,) = to_device(example_inputs(), ranks.device)
+    with torch.no_grad():
+        return model, first_step(model, prompt)  # prefill, eagerly: the decode step is what runs
+{%- else %}
+    return model, to_device(example_inputs(), ranks.device)
+{%- endif %}
+
+
+def graph_of(model: torch.nn.Module, backend: Backend, ranks: Ranks) -> Call:
+    """`model` in graph mode, compiled as the MRE compiles it."""
+{%- else -%}
+def seeded_model(backend: Backend) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    """build_model() and its inputs on the backend's device, seeded as in the MRE."""
+    torch.manual_seed(0)
+    model = build_model().to(backend.device).eval()
+{%- if decode %}
+    (prompt,) = to_device(example_inputs(), backend.device)
+    with torch.no_grad():
+        return model, first_step(model, prompt)  # prefill, eagerly: the decode step is what runs
+{%- else %}
+    return model, to_device(example_inputs(), backend.device)
+{%- endif %}
+
+
+def graph_of(model: torch.nn.Module, backend: Backend) -> Call:
+    """`model` in graph mode, compiled as the MRE compiles it."""
+{%- endif %}
+{%- if cache %}
+    return CachedModel(model{{ ", **ranks.cache_keywords()" if tp else "" }})
+{%- else %}
+    return torch.compile(
+        model,
+        backend=backend.name,
+        fullgraph=True,
+        dynamic=False,
+        options=backend.options,
+    )
+{%- endif %}
+
+
 {% if decode -%}
 {% if tp -%}
 def build(backend: Backend, ranks: Ranks) -> tuple[torch.nn.Module, DecodeGraphs, torch.Tensor]:
@@ -202,43 +246,20 @@ def build(backend: Backend) -> tuple[torch.nn.Module, DecodeGraphs, torch.Tensor
 {%- elif cache %}
     compiled = cached_steps(model, bounds.capture_sizes, cache_dir=CACHE_DIR)
 {%- else %}
-    graph = torch.compile(
-        model,
-        backend=backend.name,
-        fullgraph=True,
-        dynamic=False,
-        options=backend.options,
-    )
     # One compiled model: Dynamo compiles one graph for each batch size it meets.
-    compiled = dict.fromkeys(bounds.capture_sizes, graph)
+    compiled = dict.fromkeys(bounds.capture_sizes, graph_of(model, backend{{ ", ranks" if tp else "" }}))
 {%- endif %}
     return model, DecodeGraphs(model, compiled, bounds, device), prompt
-{%- else -%}
-{% if tp -%}
+{%- elif tp -%}
 def build(backend: Backend, ranks: Ranks) -> tuple[torch.nn.Module, Call, tuple[Any, ...]]:
     """The sharded model run eagerly, its graph, and the inputs, seeded and sharded as in the MRE."""
-    torch.manual_seed(0)
-    model = ranks.shard(build_model().to(ranks.device).eval(), parallel_plan(ranks.size))
-    dummy_input = to_device(example_inputs(), ranks.device)
+    model, dummy_input = seeded_model(ranks)
+    return model, graph_of(model, backend, ranks), dummy_input
 {%- else -%}
 def build(backend: Backend) -> tuple[torch.nn.Module, Call, tuple[Any, ...]]:
     """The eager callable, the graph callable and the inputs, seeded as in the MRE."""
-    torch.manual_seed(0)
-    model = build_model().to(backend.device).eval()
-    dummy_input = to_device(example_inputs(), backend.device)
-{%- endif %}
-{%- if cache %}
-    return model, CachedModel(model{{ ", **ranks.cache_keywords()" if tp else "" }}), dummy_input
-{%- else %}
-    graph = torch.compile(
-        model,
-        backend=backend.name,
-        fullgraph=True,
-        dynamic=False,
-        options=backend.options,
-    )
-    return model, graph, dummy_input
-{%- endif %}
+    model, dummy_input = seeded_model(backend)
+    return model, graph_of(model, backend), dummy_input
 {%- endif %}
 
 

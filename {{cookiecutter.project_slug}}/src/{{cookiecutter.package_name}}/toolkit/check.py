@@ -57,10 +57,10 @@ from .contract import (
 {%- if decode %}
 from .decode import first_step, next_step
 {%- endif %}
-from .state import State, restore, save, state_mismatches
 {%- if tp %}
 from .parallel import PlanError, Ranks, rehearse, tensor_parallel
 {%- endif %}
+from .state import State, restore, save, state_mismatches
 
 # (pattern in the error or break reason, the hint a first-day user needs).
 HINTS: tuple[tuple[str, str], ...] = (

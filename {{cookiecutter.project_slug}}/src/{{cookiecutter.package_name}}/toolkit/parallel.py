@@ -1,9 +1,13 @@
+{%- set decode = cookiecutter.workload == "decode" -%}
 """Tensor parallelism with PyTorch's own engine: torch.distributed, a DeviceMesh, parallelize_module.
 
 Launch with torchrun, one process per rank: `torchrun --nproc-per-node 2 -m
 {{ cookiecutter.package_name }}.mre`. Plain `python -m {{ cookiecutter.package_name }}.mre` runs as one
 rank. Each rank builds the full model from the same seed and parallel_plan() (model.py) shards it,
 so every rank's output equals the single-device model's.
+{%- if decode %} A rank computes only its share of the attention
+heads, so its KV cache holds only those heads: KVCacheParallel, a plan entry like the others.
+{%- endif %}
 """
 
 from __future__ import annotations
@@ -24,13 +28,21 @@ import torch.utils._pytree as pytree
 from torch import nn
 from torch.distributed._functional_collectives import AsyncCollectiveTensor
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     ParallelStyle,
     RowwiseParallel,
     parallelize_module,
 )
+{%- if decode %}
+
+from .decode import first_step
+from .rank_failure import report_when_uncaught
+from .state import state_tensors
+{%- else %}
+
+from .rank_failure import report_when_uncaught
+{%- endif %}
 
 Plan = dict[str, ParallelStyle]
 
@@ -42,6 +54,41 @@ COLLECTIVE_TIMEOUT = timedelta(minutes=30)
 
 class PlanError(ValueError):
     """parallel_plan() cannot shard this model across this many ranks: the message says why."""
+{%- if decode %}
+
+
+class KVCacheParallel(ParallelStyle):
+    """The KV cache of a module sharded by attention heads, as ColwiseParallel shards the k and v
+    projections that write it: each rank keeps only its own heads of every state tensor of the
+    module (its buffers, and tensors marked with torch._dynamo.mark_static_address).
+
+    Rank r of N keeps heads [r * H / N, (r + 1) * H / N) of dimension `dim`: the heads whose rows
+    of the k and v weights ColwiseParallel gives it. The cache stays a plain tensor, which the
+    rank's own attention writes in place; nothing is communicated. dim=1 fits the (batch, heads,
+    positions, head_dim) layout of gpt-fast's KVCache and transformers' StaticCache.
+    """
+
+    def __init__(self, dim: int = 1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def heads(self, module: nn.Module) -> dict[str, int]:
+        """The size of dimension `dim` of each state tensor of `module`, by its path."""
+        return {path: tensor.shape[self.dim] for path, tensor in state_tensors(module).items()}
+
+    def local(self, tensor: torch.Tensor, rank: int, size: int) -> torch.Tensor:
+        """Rank `rank`'s share of `tensor`, of `size` ranks: a copy, so the rest is freed."""
+        return tensor.chunk(size, self.dim)[rank].clone()
+
+    def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
+        rank, size = device_mesh.get_local_rank(), device_mesh.size()
+        with torch.no_grad():
+            for tensor in state_tensors(module).values():
+                # The same tensor object, now holding this rank's heads: whatever refers to it
+                # (the module's buffer, a cache object's list, mark_static_address) still does.
+                tensor.data = self.local(tensor.data, rank, size)
+        return module
+{%- endif %}
 
 
 @dataclass(frozen=True)
@@ -103,6 +150,17 @@ def plan_targets(model: nn.Module, key: str) -> list[tuple[str, nn.Module]]:
     return found
 
 
+def sharded_sizes(module: nn.Module, style: ParallelStyle) -> list[tuple[str, int]]:
+    """The sizes a style splits across ranks, each with its name; none where this check can't tell."""
+    found = sharded_size(module, style)
+{%- if decode %}
+    if isinstance(style, KVCacheParallel):
+        heads = style.heads(module)
+        return [(f"{path}.shape[{style.dim}]", size) for path, size in heads.items()]
+{%- endif %}
+    return [found] if found else []
+
+
 def sharded_size(module: nn.Module, style: ParallelStyle) -> tuple[str, int] | None:
     """The size a style splits across ranks, with its name; None where this check can't tell."""
     if isinstance(module, nn.Linear):
@@ -129,9 +187,17 @@ def check_plan(model: nn.Module, plan: Plan, size: int) -> None:
                 f"{children}); write the submodule's dotted name, * matches any one part"
             )
         for path, module in targets:
-            split = sharded_size(module, style)
-            if split and split[1] % size:
-                name, value = split
+{%- if decode %}
+            if isinstance(style, KVCacheParallel) and not state_tensors(module):
+                raise PlanError(
+                    f"parallel_plan() key {key!r} (KVCacheParallel) names {path}, which holds no "
+                    "cache (no buffer, no tensor marked static): name the module that holds the "
+                    "k and v caches, e.g. 'layers.*.kv_cache'"
+                )
+{%- endif %}
+            for name, value in sharded_sizes(module, style):
+                if value % size == 0:
+                    continue
                 raise PlanError(
                     f"{path}.{name}={value} cannot be split across {size} ranks "
                     f"({type(style).__name__}); run a number of ranks that divides {value}, "
@@ -140,13 +206,26 @@ def check_plan(model: nn.Module, plan: Plan, size: int) -> None:
 
 
 @contextmanager
-def fake_ranks(size: int) -> Iterator[DeviceMesh]:
-    """A CPU mesh of `size` ranks in this one process: DTensor applies every sharding rule and
-    computes rank 0's shapes, while the collectives move nothing. It is torch's own fake process
-    group (torch.testing._internal.distributed.fake_pg), which torchtitan's dry runs use too."""
+def quiet_rule_failures() -> Iterator[None]:
+    """No log of each failed sharding or shape rule: torch logs one, traceback and all, before it
+    raises the error that says the same (once per rank under torchrun)."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    level, log.level = log.level, logging.CRITICAL
+    try:
+        yield
+    finally:
+        log.level = level
+
+
+@contextmanager
+def fake_ranks(size: int, rank: int = 0) -> Iterator[DeviceMesh]:
+    """A CPU mesh of `size` ranks in this one process, as rank `rank`: DTensor applies every
+    sharding rule and computes that rank's shapes, while the collectives move nothing. It is
+    torch's own fake process group (torch.testing._internal.distributed.fake_pg), which
+    torchtitan's dry runs use too."""
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=size)
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=size)
     try:
         yield init_device_mesh("cpu", (size,))
     finally:
@@ -159,12 +238,22 @@ def shapes(values: Any) -> str:
     return ", ".join(str(shape) for shape in found) or "no tensor"
 
 
+def exercise(model: nn.Module, inputs: tuple[Any, ...]) -> Any:
+    """What the tools run on a model: {{ "prefill on the prompt `inputs`, then one decode step" if decode else "one call on `inputs`" }}."""
+{%- if decode %}
+    return model(*first_step(model, *inputs))
+{%- else %}
+    return model(*inputs)
+{%- endif %}
+
+
 def rehearse(
     build: Callable[[], nn.Module], plan: Plan, inputs: tuple[Any, ...], size: int
 ) -> None:
-    """Shard build() by `plan` for `size` ranks and run it once on `inputs`, all in this process,
-    before any torchrun: raise PlanError naming the plan entry, its layer and the shapes where a
-    plan that cannot work fails (a style that does not fit its layer, swapped styles, ...).
+    """Shard build() by `plan` for `size` ranks and run it once on `inputs` (exercise()), all in
+    this process, before any torchrun: raise PlanError naming the plan entry, its layer and the
+    shapes where a plan that cannot work fails (a style that does not fit its layer, swapped
+    styles{{ ", a KV cache left whole" if decode else "" }}, ...).
 
     A model that fails unsharded too raises its own error: that is not the plan's fault.
     """
@@ -188,26 +277,69 @@ def rehearse(
             # Registered before parallelize_module's own hooks, so they run first.
             module.register_forward_pre_hook(partial(enter, entry))
             module.register_forward_hook(leave)
-    # DTensor logs every failed sharding rule before it raises: the error below says it once.
-    quiet = logging.getLogger("torch._subclasses.fake_tensor")
-    level, quiet.level = quiet.level, logging.CRITICAL
     try:
-        with fake_ranks(size) as mesh, torch.no_grad():
-            wait_collectives(parallelize_module(model, mesh, plan)(*inputs))
+        with quiet_rule_failures(), fake_ranks(size) as mesh, torch.no_grad():
+            wait_collectives(exercise(parallelize_module(model, mesh, plan), inputs))
     except Exception as error:  # noqa: BLE001  (the model's or the plan's: told apart below)
+        unsharded = build()
+{%- if decode %}
+        start = {path: tensor.clone() for path, tensor in state_tensors(unsharded).items()}
+{%- endif %}
         with torch.no_grad():
-            build()(*inputs)  # raises if the model itself cannot run
+            exercise(unsharded, inputs)  # raises if the model itself cannot run
         where = entered[-1] if entered else "after the last plan entry ran"
         reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
+        fix = (
+            "give each layer the style its place needs (ColwiseParallel for layers that "
+            "widen, RowwiseParallel for the one that narrows after them), or drop the entry"
+        )
+{%- if decode %}
+        if whole := unsharded_caches(unsharded, start, plan):
+            shown = ", ".join(whole[:2]) + ", ..." * (len(whole) > 2)
+            fix = (
+                f"the model writes {shown} (its KV cache) with every head, where a rank computes "
+                f"only its share: shard it too, with the plan entry {cache_key(unsharded, whole)}: "
+                "KVCacheParallel()"
+            )
+{%- endif %}
         raise PlanError(
             f"the plan cannot run on {size} ranks: {where} (shapes on rank 0)\n  {reason}\n"
-            "  fix: give each layer the style its place needs (ColwiseParallel for layers that "
-            "widen, RowwiseParallel for the one that narrows after them), or drop the entry"
+            f"  fix: {fix}"
         ) from None
-    finally:
-        quiet.level = level
 
 
+{% if decode -%}
+def unsharded_caches(model: nn.Module, start: dict[str, torch.Tensor], plan: Plan) -> list[str]:
+    """The state tensors a call of `model` wrote (compared with `start`) that no KVCacheParallel
+    entry of `plan` shards: a cache that keeps every head on every rank."""
+    sharded = [
+        f"{path}."
+        for key, style in plan.items()
+        if isinstance(style, KVCacheParallel)
+        for path, _ in plan_targets(model, key)
+    ]
+    return [
+        path
+        for path, tensor in state_tensors(model).items()
+        if not torch.equal(tensor, start[path]) and not path.startswith(tuple(sharded))
+    ]
+
+
+def cache_key(model: nn.Module, paths: list[str]) -> str:
+    """A plan key for the modules holding `paths`, with `*` for layer numbers: 'layers.*.kv_cache'."""
+    modules = {name for name, _ in model.named_modules()}
+    keys = set()
+    for path in paths:
+        parts = path.split(".")
+        # The longest prefix that names a submodule holds it (a marked tensor's path goes on
+        # through attributes: cache.layers[0].keys).
+        end = max(end for end in range(len(parts)) if ".".join(parts[:end]) in modules)
+        keys.add(".".join("*" if part.isdigit() else part for part in parts[:end]))
+    key = min(keys)
+    return repr(key) if key else "naming the module that holds it"
+
+
+{% endif -%}
 def this_process() -> tuple[int, int, int]:
     """RANK, LOCAL_RANK and WORLD_SIZE as torchrun sets them; one rank without torchrun."""
     rank, local_rank, size = (
@@ -217,8 +349,9 @@ def this_process() -> tuple[int, int, int]:
     return rank, local_rank, size
 
 
-def start(device_type: str) -> Ranks:
-    """Pick this rank's device, then join the process group and build the mesh."""
+def start(device_type: str, joined: bool = False) -> Ranks:
+    """Pick this rank's device, then join the process group (unless `joined` already) and build
+    the mesh."""
     rank, local_rank, size = this_process()
     if device_type == "npu":
         # Before the process group starts: hccl binds each rank to the current device.
@@ -226,7 +359,9 @@ def start(device_type: str) -> Ranks:
         device, group_backend = f"npu:{local_rank}", "hccl"
     else:
         device, group_backend = "cpu", "gloo"
-    if "WORLD_SIZE" in os.environ:
+    if joined:
+        rank, size = dist.get_rank(), dist.get_world_size()
+    elif "WORLD_SIZE" in os.environ:
         # Launched by torchrun, which also sets MASTER_ADDR and MASTER_PORT, where every rank
         # finds the others. (Not MASTER_ADDR alone: clusters often export it for everything.)
         dist.init_process_group(group_backend, timeout=COLLECTIVE_TIMEOUT)
@@ -243,14 +378,20 @@ def start(device_type: str) -> Ranks:
 def tensor_parallel(device_type: str) -> Iterator[Ranks]:
     """This process as one rank of a tensor-parallel job on "npu" or "cpu", until the block ends.
 
-    The process group is destroyed on the way out, error or not. A rank's error is recorded for
-    torchrun, whose summary then names the failed rank and its traceback.
+    The process group is destroyed on the way out, error or not. An error that ends the rank is
+    recorded for torchrun, whose summary then names the failed rank, and the first rank to fail
+    prints its root cause in a few lines; the others add nothing (rank_failure.py). In a job this
+    process has joined already (an enclosing block, a launcher of yours), the block runs as that
+    rank and leaves the process group to whoever started it.
     """
-    ranks = start(device_type)
+    joined = dist.is_initialized()
+    ranks = start(device_type, joined)
     try:
-        yield ranks
+        with quiet_rule_failures():
+            yield ranks
     except BaseException as error:
-        ErrorHandler().record_exception(error)
+        report_when_uncaught(error, ranks.rank, ranks.size)
         raise
     finally:
-        dist.destroy_process_group()
+        if not joined:
+            dist.destroy_process_group()
