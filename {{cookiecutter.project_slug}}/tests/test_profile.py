@@ -226,6 +226,10 @@ def test_each_mode_runs_a_model_of_its_own(monkeypatch):
     """Graph mode's first step starts from a fresh model, whatever eager's steps left behind."""
     monkeypatch.setattr(bench, "build_model", Counts)
     monkeypatch.setattr(bench, "example_inputs", lambda: (torch.ones(3),))
+{%- if cookiecutter.workload == "decode" %}
+    # A one-step model: its input is the step, with no prefill.
+    monkeypatch.setattr(bench, "first_step", lambda model, *inputs: inputs)
+{%- endif %}
 {%- if tp %}
     monkeypatch.setattr(bench, "parallel_plan", lambda world_size: {})
 {%- endif %}
