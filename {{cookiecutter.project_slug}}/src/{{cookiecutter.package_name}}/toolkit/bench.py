@@ -17,19 +17,20 @@ run the collectives.
 It runs build_model() on example_inputs(), as the MRE does.
 {%- endif %}
 {%- if decode %}
-It times the decode step at every capture size in
-CAPTURE_SIZES, as generate runs it: at each size, a batch of that many sequences (the prompt's
-rows in turn) is prefilled eagerly, and prefill (the first token) is timed apart; then one eager
-and one graph decode step are timed, the graph step through the capture size's graph. First it
+
+It times the decode step at every capture size in CAPTURE_SIZES, as generate runs it. First it
 captures every size (warm-up, timed on its own) and checks that, at every size, graph mode
-computes what eager computes and leaves the KV cache as eager leaves it. Every timed call starts
-from a state put back first: prefill from the state before it, each step from the state prefill
-left, so no call sees another's cache writes and the step's position stays the prompt's length,
-inside MAX_SEQ_LEN, however many iterations run. Per size it prints the p50, p95 and mean
-latency of prefill and of one step (a step is one token per sequence), tokens per second (the
-batch over the mean step), the speedup (the median of the per-iteration eager/graph ratios,
-with its interquartile range), and a warning if anything recompiled or recaptured while it
-timed. Off NPU, graph mode runs the stand-in backend, whose numbers say nothing about NPU speed.
+computes what eager computes and leaves the KV cache as eager leaves it. Then, at each size, a
+batch of that many sequences (the prompt's rows in turn) is prefilled eagerly, timed apart
+(prefill gives the first token); then one eager and one graph decode step are timed, the graph
+step through the capture size's graph. Every timed call starts from a state put back first:
+prefill from the state before it, each step from the state prefill left, so no call sees
+another's cache writes, and the step's position stays the prompt's length, inside MAX_SEQ_LEN,
+however many iterations run. Per size it prints the p50, p95 and mean latency of prefill and of
+one step (one token per sequence), tokens per second (the batch over the mean step), the
+speedup (the median of the per-iteration eager/graph ratios, with its interquartile range), and
+a warning if anything recompiled or recaptured. Off NPU, graph mode runs the stand-in backend,
+whose numbers say nothing about NPU speed.
 {%- else %} First it checks that graph mode
 computes what eager computes, and times the first graph call
 (Dynamo, AOT and capture) on its own. Then it warms both up and times `--iters` iterations of
