@@ -637,6 +637,82 @@ MUTATIONS = (
         "tests/test_generate.py -k one_graph_per_capture_size",
         DECODE,
     ),
+    # bench (decode): every capture size, prefill apart, every timed call from a state put back.
+    Mutation(
+        "bench (decode) skips the largest capture size",
+        f"{TOOLKIT}/bench.py",
+        "    for size in graphs.limits.capture_sizes:\n        batch = rows_of(prompt, size)",
+        "    for size in graphs.limits.capture_sizes[:-1]:\n        batch = rows_of(prompt, size)",
+        "tests/test_bench.py -k timed_in_turn",
+        DECODE,
+    ),
+    Mutation(
+        "bench (decode) times prefill within each decode step",
+        f"{TOOLKIT}/bench.py",
+        '            {"eager": model, "graph": graphs},',
+        '            {"eager": lambda *step: (prefill(model, batch), model(*step)),'
+        ' "graph": lambda *step: (prefill(model, batch), graphs(*step))},',
+        "tests/test_bench.py -k 'timed_in_turn or one_token_after'",
+        DECODE,
+    ),
+    Mutation(
+        "bench (decode) counts prefill in tokens/s",
+        f"{TOOLKIT}/bench.py",
+        '            mode: run.size * 1e3 / step[mode]["mean_ms"] for mode',
+        '            mode: run.size * 1e3 / (step[mode]["mean_ms"] + statistics.fmean(prefill_ms)) for mode',
+        "tests/test_bench.py -k apart_from_the_per_token",
+        DECODE,
+    ),
+    Mutation(
+        "bench (decode) counts one sequence a step, not the batch",
+        f"{TOOLKIT}/bench.py",
+        '            mode: run.size * 1e3 / step[mode]["mean_ms"] for mode',
+        '            mode: 1e3 / step[mode]["mean_ms"] for mode',
+        "tests/test_bench.py -k apart_from_the_per_token",
+        DECODE,
+    ),
+    Mutation(
+        "bench (decode) starts each step from the cache the last step wrote",
+        f"{TOOLKIT}/bench.py",
+        "            before=put_back(model, save(model), device),",
+        "            before=lambda: None,",
+        "tests/test_bench.py -k put_back",
+        DECODE,
+    ),
+    Mutation(
+        "bench (decode) starts each prefill from the cache the last one wrote",
+        f"{TOOLKIT}/bench.py",
+        "            before=put_back(model, start, device),",
+        "            before=lambda: None,",
+        "tests/test_bench.py -k put_back",
+        DECODE,
+    ),
+    Mutation(
+        "bench (decode) misses a compile after warm-up",
+        f"{TOOLKIT}/bench.py",
+        '        "recompiles": recompiles,',
+        '        "recompiles": [],',
+        "tests/test_bench.py -k real_recompile",
+        DECODE,
+    ),
+    Mutation(
+        "doctor (decode) leaves the decode contract unchecked",
+        f"{TOOLKIT}/doctor.py",
+        "    check_decode,\n",
+        "",
+        "tests/test_doctor.py -k decode_contract",
+        DECODE,
+    ),
+    Mutation(
+        "doctor (decode) lets a prompt the cache cannot follow pass as runnable",
+        f"{TOOLKIT}/doctor.py",
+        '        fix = f"raise MAX_SEQ_LEN above {length}, or shorten the prompt"\n'
+        '        return Check("decode", "FAIL", detail, fix, blocking=True)',
+        '        fix = f"raise MAX_SEQ_LEN above {length}, or shorten the prompt"\n'
+        '        return Check("decode", "FAIL", detail, fix)',
+        "tests/test_doctor.py -k cache_cannot_follow",
+        DECODE,
+    ),
     # profile: the ranges, the profiler's steps, where the trace goes, one model per mode.
     Mutation(
         "profile swaps the steps between the ranges",

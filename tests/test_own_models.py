@@ -1,8 +1,9 @@
 """Bring your own model: real models replace model.py in a fresh bake, and every tool still works.
 
 Each model in tests/own_models/ is dropped into a baked project as a user would, then run through
-the MRE, `check`, `bench`, `export` and the project's own test suite, which runs the portable
-export in an empty folder. One graph-breaking model must fail loudly and briefly.
+the MRE, `check`, `bench`, `export` (and `generate` in a decode project) and the project's own test
+suite, which runs the portable export in an empty folder. One graph-breaking model must fail loudly
+and briefly.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(told):
     output = runpy.run_module("{package}.mre", run_name="__main__")["infer_one_step"]()
 results["mre"] = [0, printed.getvalue(), told.getvalue()]
 commands = {{
+    **{extra},
     "check": ["check", "--json"],
     "bench": ["bench", "--iters", "3", "--warmup", "1", "--json"],
     "doctor": ["doctor", *{doctor}],
@@ -59,11 +61,14 @@ sys.exit(pytest.main(["-q", "-p", "no:cacheprovider"]))
 """
 
 
-def run_tools(project: Path, before: str = "", **answers: str) -> dict[str, tuple[int, str, str]]:
-    """Each tool's exit code, stdout and stderr (after the code `before`, in the same process);
-    the project's own suite must pass after them."""
+def run_tools(
+    project: Path, before: str = "", extra: dict[str, list[str]] | None = None, **answers: str
+) -> dict[str, tuple[int, str, str]]:
+    """Each tool's exit code, stdout and stderr (after the code `before`, in the same process;
+    the `extra` commands first); the project's own suite must pass after them."""
     doctor = ["--nproc-per-node", "2"] if answers.get("parallel") == "tensor_parallel" else []
-    program = TOOLS.format(package=package_of(project), doctor=doctor, before=before)
+    extra = json.dumps(extra or {})
+    program = TOOLS.format(package=package_of(project), doctor=doctor, before=before, extra=extra)
     result = run_in(project, "-c", program)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULTS ")]
@@ -142,6 +147,27 @@ def test_every_tool_runs_your_model(case, tmp_path):
     assert_runs_here(results)
     assert results["export-npu"][0] == 0, results["export-npu"][2]
     assert results["export-portable"][0] == 0, results["export-portable"][2]
+
+
+@pytest.mark.slow
+@pytest.mark.full
+def test_a_transformers_llama_behind_a_static_cache_generates(tmp_path):
+    """A decode project's own model, the README's Llama holding a transformers StaticCache: the
+    MRE, check, bench (at its capture size), the doctor, export, generate and the project's own
+    suite all run, and graph mode generates eager's tokens."""
+    project = bake(tmp_path / "bake", workload="decode")
+    drop_in(project, {"model.py": "static_cache_llama.py"})
+
+    generate = ["generate", "--json", "--new-tokens", "4"]
+    results = run_tools(project, extra={"generate": generate}, workload="decode")
+    assert_runs_here(results)
+    assert results["export-npu"][0] == 0, results["export-npu"][2]
+    assert results["export-portable"][0] == 0, results["export-portable"][2]
+    code, printed, told = results["generate"]
+    assert code == 0, told
+    generated = json.loads(printed)
+    assert (generated["matches_eager"], generated["graphs"], generated["recompiles"]) == (True, 1, [])
+    assert {len(tokens) for tokens in generated["tokens"]} == {generated["prompt_length"] + 4}
 
 
 @pytest.mark.slow
@@ -229,3 +255,11 @@ def test_readme_examples_are_the_tested_models(baked, fixture):
     """The generated README's worked examples are, character for character, the models tested here."""
     readme = (baked() / "README.md").read_text()
     assert f"```python\n{(OWN_MODELS / fixture).read_text()}```" in readme
+
+
+def test_readme_generation_example_is_the_tested_model(baked):
+    """A decode project's README runs the Llama with a StaticCache tested here, character for
+    character, and none of the forward examples, which do not keep the decode contract."""
+    readme = (baked(workload="decode") / "README.md").read_text()
+    assert f"```python\n{(OWN_MODELS / 'static_cache_llama.py').read_text()}```" in readme
+    assert (OWN_MODELS / "language_model.py").read_text() not in readme

@@ -2,7 +2,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 # A small decoder built from its config: random weights, nothing to download. use_cache=False:
-# one step returns logits only, not a growing KV-cache object.
+# one forward scores the whole sequence and returns logits only. To generate text, bake a
+# decode project: a static KV cache, and one graph-mode step per new token.
 CONFIG = LlamaConfig(
     vocab_size=512,
     hidden_size=64,

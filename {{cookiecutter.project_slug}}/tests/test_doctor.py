@@ -1,5 +1,6 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
 """The doctor: the right verdict here and on simulated broken machines, never a traceback."""
 
 import json
@@ -262,6 +263,40 @@ def test_a_non_tensor_input_is_a_warning_on_the_model_line(capsys, monkeypatch):
     assert "fix: pass a 0-d tensor, torch.tensor(0.5)" in line
 
 
+{% if decode -%}
+def test_the_decode_contract_is_checked(capsys):
+    """The decode line names MAX_BATCH, MAX_SEQ_LEN and CAPTURE_SIZES, and where the prompt runs."""
+    _, report = run(capsys)
+    line = line_of(report, "decode")
+    assert line.startswith("OK")
+    cache = f"MAX_BATCH {model.MAX_BATCH}, MAX_SEQ_LEN {model.MAX_SEQ_LEN}"
+    assert f"{cache}, CAPTURE_SIZES {model.CAPTURE_SIZES}" in line
+
+
+def test_capture_sizes_out_of_order_fail_with_the_fix(capsys, monkeypatch):
+    """CAPTURE_SIZES out of order: a FAIL with the rule and the README section; the MRE still runs."""
+    monkeypatch.setattr(model, "CAPTURE_SIZES", (2, 1))
+    code, report = run(capsys)
+    line = line_of(report, "decode")
+    assert line.startswith("FAIL  decode")
+    assert "CAPTURE_SIZES = (2, 1) must be positive and strictly increasing" in line
+    assert "fix: fix model.py: README, section 'Generation'" in line
+    assert code != 2
+
+
+def test_a_prompt_the_cache_cannot_follow_means_nothing_can_run(capsys, monkeypatch):
+    """A prompt as long as MAX_SEQ_LEN leaves the decode step no position: a FAIL, exit 2."""
+    length = model.example_inputs()[0].shape[1]
+    monkeypatch.setattr(model, "MAX_SEQ_LEN", length)
+    code, report = run(capsys)
+    line = line_of(report, "decode")
+    assert line.startswith("FAIL")
+    assert f"a prompt of {length} tokens leaves the decode step no position" in line
+    assert f"fix: raise MAX_SEQ_LEN above {length}" in line
+    assert code == 2
+
+
+{% endif -%}
 def test_an_mre_that_cannot_import_is_a_failure(capsys, monkeypatch):
     """An MRE that does not import stops everything: exit 2, not 'the MRE runs here'."""
     monkeypatch.setitem(sys.modules, "{{ cookiecutter.package_name }}.mre", None)

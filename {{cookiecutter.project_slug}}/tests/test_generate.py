@@ -200,8 +200,9 @@ def test_the_report_says_what_warm_up_captured(json_result):
     """The text report names each capture size warm-up captured, and each sequence's prompt and
     new tokens apart."""
     report = generate.render(json_result)
+    count = len(limits().capture_sizes)
     sizes = ", ".join(map(str, limits().capture_sizes))
-    assert f"captured {len(limits().capture_sizes)} graphs (batch {sizes})" in report
+    assert f"captured {count} graph{'s' * (count != 1)} (batch {sizes})" in report
     first, *_ = json_result["tokens"]
     length = prompt_of(None).shape[1]
     prompt, new = " ".join(map(str, first[:length])), " ".join(map(str, first[length:]))

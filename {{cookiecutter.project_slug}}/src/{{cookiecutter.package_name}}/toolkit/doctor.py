@@ -1,5 +1,6 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
 """Why won't graph mode run here? One screen of OK / WARN / FAIL lines, each FAIL with its fix.
 
     python -m {{ cookiecutter.package_name }} doctor [--json]
@@ -274,6 +275,55 @@ def check_model() -> Check:
         return Check("model", "WARN", detail, "; ".join(fix for _, fix in notes))
     return Check("model", "OK", detail)
 
+{%- if decode %}
+
+
+def check_decode() -> Check:
+    """MAX_BATCH, MAX_SEQ_LEN and CAPTURE_SIZES keep the decode contract, and hold the prompt."""
+    import torch
+
+    from .contract import ContractError, to_device
+    from .decode import limits
+
+    fix = "fix model.py: README, section 'Generation'"
+    try:
+        bounds = limits()
+    except ContractError as error:
+        # The MRE runs without them; generate, bench and the tests refuse to.
+        return Check("decode", "FAIL", str(error), fix)
+    detail = (
+        f"MAX_BATCH {bounds.max_batch}, MAX_SEQ_LEN {bounds.max_seq_len}, "
+        f"CAPTURE_SIZES {bounds.capture_sizes}"
+    )
+    try:
+        from ..model import example_inputs
+
+        inputs = to_device(example_inputs(), "cpu")
+    except Exception:  # noqa: BLE001  (the model line says what is wrong with model.py)
+        return Check("decode", "OK", detail)
+    prompt = inputs[0] if len(inputs) == 1 else None
+    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.is_floating_point():
+        what = f"{len(inputs)} inputs" if prompt is None else f"{type(prompt).__name__} {prompt!r}"
+        detail = f"example_inputs() must return (prompt,), token ids (batch, length); got {what}"
+        return Check("decode", "FAIL", detail[:200], fix, blocking=True)
+    batch, length = prompt.shape
+    if batch > bounds.max_batch:
+        detail = f"{detail}; the prompt's {batch} sequences are more than the cache's rows"
+        return Check("decode", "FAIL", detail, f"raise MAX_BATCH to {batch}", blocking=True)
+    if length >= bounds.max_seq_len:
+        detail = f"{detail}; a prompt of {length} tokens leaves the decode step no position"
+        fix = f"raise MAX_SEQ_LEN above {length}, or shorten the prompt"
+        return Check("decode", "FAIL", detail, fix, blocking=True)
+    if batch > bounds.capture_sizes[-1]:
+        detail = f"{detail}; the prompt's {batch} sequences are more than the largest size"
+        return Check("decode", "FAIL", detail, f"add a capture size of {batch} or more")
+    detail += (
+        f"; the prompt {tuple(prompt.shape)} runs at capture size {bounds.capture_size(batch)}, "
+        f"{bounds.max_seq_len - length} positions left to generate"
+    )
+    return Check("decode", "OK", detail)
+{%- endif %}
+
 
 {% if tp -%}
 def fit_ranks(npu_ok: bool, visible: int, wanted: int) -> Check:
@@ -363,6 +413,9 @@ CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
     check_backends,
     check_choice,
     check_model,
+{%- if decode %}
+    check_decode,
+{%- endif %}
     check_mre_imports,
 {%- if cache %}
     check_cache_dir,

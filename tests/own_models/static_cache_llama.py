@@ -1,0 +1,63 @@
+import torch
+from torch import nn
+from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
+
+# A small Llama built from its config: random weights, nothing to download.
+CONFIG = LlamaConfig(
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
+MAX_BATCH = 2
+MAX_SEQ_LEN = 64
+# One size: a StaticCache holds a fixed batch, so every step runs at MAX_BATCH rows.
+CAPTURE_SIZES = (MAX_BATCH,)
+
+
+class StaticCacheLM(nn.Module):
+    """A transformers causal LM behind the decode contract, holding its StaticCache, whose
+    tensors transformers marks with torch._dynamo.mark_static_address."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lm = LlamaForCausalLM(CONFIG)
+        self.allocate_cache(torch.device("cpu"))
+
+    def allocate_cache(self, device: torch.device) -> None:
+        """The cache's tensors, allocated (and marked) now rather than at the first call: every
+        tool saves the state the model starts from, and the cache is part of it."""
+        self.cache = StaticCache(config=CONFIG, max_cache_len=MAX_SEQ_LEN)
+        head_dim = CONFIG.hidden_size // CONFIG.num_attention_heads
+        heads = CONFIG.num_key_value_heads
+        self.cache.early_initialization(MAX_BATCH, heads, head_dim, self.lm.dtype, device)
+
+    def _apply(self, fn, recurse=True):
+        # model.to(device) moves parameters and buffers; a StaticCache is neither: allocate it
+        # again where the parameters went.
+        super()._apply(fn, recurse)
+        self.allocate_cache(self.lm.device)
+        return self
+
+    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        batch = tokens.shape[0]
+        # The cache has MAX_BATCH rows: pad a smaller batch up to them.
+        tokens = torch.cat([tokens, tokens.new_zeros(MAX_BATCH - batch, tokens.shape[1])])
+        # StaticCache writes where its own count of tokens says: set the count to input_pos, in
+        # place, so that the writes land at input_pos (transformers 5 takes no cache_position).
+        for layer in self.cache.layers:
+            layer.cumulative_length.copy_(input_pos[0])
+        positions = input_pos.expand(MAX_BATCH, -1)
+        output = self.lm(input_ids=tokens, position_ids=positions, cache=self.cache, use_cache=True)
+        return output.logits[:batch]
+
+
+def build_model() -> nn.Module:
+    return StaticCacheLM()
+
+
+def example_inputs() -> tuple[torch.Tensor]:
+    # The prompt: token ids (batch, prompt length), a LongTensor.
+    return (torch.randint(0, CONFIG.vocab_size, (MAX_BATCH, 8)),)
