@@ -532,7 +532,7 @@ def test_latency_is_the_median_p95_and_mean_of_the_calls():
     )
     one_call = {"p50_ms": 5.0, "p95_ms": 5.0, "mean_ms": 5.0, "device_mean_ms": None}
     assert bench.latency([5.0], []) == one_call
-{%- if not tp %}
+{%- if not tp and not decode %}
 
 
 def uneven_result(device_ms: tuple[float, float] | None) -> dict:

@@ -248,7 +248,7 @@ def test_each_mode_runs_a_model_of_its_own(monkeypatch):
     assert graph.tolist() == eager[0].tolist()
 
 
-# kernel_details.csv's columns: "Step Id", then the kernel view's (torch_npu 2.13.0
+# kernel_details.csv's columns: "Step Id", then the kernel view's (torch_npu 2.13
 # profiler/analysis/prof_view/_kernel_view_parser.py, prof_common_func/_csv_headers.py).
 KERNEL_HEADERS = ["Step Id", "Device_id", "Name", "Type", "Accelerator Core", "Start Time(us)"]
 KERNEL_HEADERS += ["Duration(us)", "Wait Time(us)", "Block Num"]

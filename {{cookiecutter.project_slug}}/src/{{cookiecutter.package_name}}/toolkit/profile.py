@@ -66,7 +66,7 @@ RANGES = {"eager": "eager step", "graph": "graph step"}
 """The record_function range around each step, by mode."""
 WARM_UP = "profiler warm-up"
 """The range of the step the profiler's own warm-up records and then discards."""
-# npugraph_ex's own ranges (torch_npu 2.13.0 dynamo/npugraph_ex/_acl_concrete_graph/acl_graph.py:
+# npugraph_ex's own ranges (torch_npu 2.13 dynamo/npugraph_ex/_acl_concrete_graph/acl_graph.py:
 # record_function("acl_graph_replay") L939, "acl_graph_capture" L1272, "fx_run_eagerly" L932, the
 # FX graph run without its aclgraph).
 MARKERS = {
@@ -121,7 +121,7 @@ def workload(backend: Backend) -> Workload:
 def npu_profiler(out: Path, worker: str | None, active: int) -> Any:
     """torch_npu's profiler as Ascend's guide uses it, over `active` steps after one warm-up step.
 
-    The API and defaults: torch_npu 2.13.0 profiler/profiler.py (profile(*, activities, schedule,
+    The API and defaults: torch_npu 2.13 profiler/profiler.py (profile(*, activities, schedule,
     on_trace_ready, experimental_config, ...)) and experimental_config.py; the usage: Ascend/pytorch
     docs/en/developer_notes/ascend_pytorch_profiler_user_guide.md. tensorboard_trace_handler
     analyses when the last active step ends, into DIR/{worker}_{pid}_{time}_ascend_pt/
