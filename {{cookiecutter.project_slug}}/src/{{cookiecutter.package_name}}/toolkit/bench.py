@@ -65,14 +65,17 @@ from typing import Any
 import torch
 from torch._dynamo.utils import counters
 
+{% if decode -%}
+from .. import generate
+{% endif -%}
 from ..model import build_model, example_inputs{{ ", parallel_plan" if tp else "" }}
 from .backend import BACKEND_ENV, Backend, select_backend
 {%- if cache %}
-from .compile_cache import {{ "CACHE_DIR, CachedModel, cached_steps" if decode else "CachedModel" }}
+from .compile_cache import CachedModel
 {%- endif %}
 from .contract import ContractError, clone, describe_tree, mismatches, to_device
 {%- if decode %}
-from .decode import DecodeGraphs, Warmup, first_step, limits, logits_of, prefill
+from .decode import DecodeGraphs, Warmup, first_step, logits_of, prefill
 {%- endif %}
 {%- if tp %}
 from .parallel import Ranks, tensor_parallel, wait_collectives
@@ -219,38 +222,22 @@ def graph_of(model: torch.nn.Module, backend: Backend) -> Call:
 {% if tp -%}
 def build(backend: Backend, ranks: Ranks) -> tuple[torch.nn.Module, DecodeGraphs, torch.Tensor]:
     """The sharded model run eagerly, its decode step in graph mode at every capture size, and
-    the prompt, seeded and sharded as in the MRE and compiled as generate compiles it."""
-    device = ranks.device
-    bounds = limits()
-    torch.manual_seed(0)
-    model = ranks.shard(build_model().to(device).eval(), parallel_plan(ranks.size))
+    the prompt: generate's own (generate.build), so bench times what generate runs."""
+    model, graphs = generate.build(backend, ranks)
 {%- else -%}
 def build(backend: Backend) -> tuple[torch.nn.Module, DecodeGraphs, torch.Tensor]:
-    """The model, its decode step in graph mode at every capture size, and the prompt, seeded as
-    in the MRE and compiled as generate compiles it."""
-    device = backend.device
-    bounds = limits()
-    torch.manual_seed(0)
-    model = build_model().to(device).eval()
+    """The model, its decode step in graph mode at every capture size, and the prompt:
+    generate's own (generate.build), so bench times what generate runs."""
+    model, graphs = generate.build(backend)
 {%- endif %}
-    (prompt,) = to_device(example_inputs(), device)
-    if prompt.shape[1] >= bounds.max_seq_len:
+    (prompt,) = to_device(example_inputs(), graphs.device)
+    if prompt.shape[1] >= graphs.limits.max_seq_len:
         raise ContractError(
             f"example_inputs()'s prompt has {prompt.shape[1]} tokens: the decode step after it "
-            f"writes position {prompt.shape[1]}, beyond MAX_SEQ_LEN = {bounds.max_seq_len}; "
+            f"writes position {prompt.shape[1]}, beyond MAX_SEQ_LEN = {graphs.limits.max_seq_len}; "
             "shorten the prompt or raise MAX_SEQ_LEN in model.py"
         )
-{%- if cache and tp %}
-    compiled = cached_steps(
-        model, bounds.capture_sizes, cache_dir=CACHE_DIR, **ranks.cache_keywords()
-    )
-{%- elif cache %}
-    compiled = cached_steps(model, bounds.capture_sizes, cache_dir=CACHE_DIR)
-{%- else %}
-    # One compiled model: Dynamo compiles one graph for each batch size it meets.
-    compiled = dict.fromkeys(bounds.capture_sizes, graph_of(model, backend{{ ", ranks" if tp else "" }}))
-{%- endif %}
-    return model, DecodeGraphs(model, compiled, bounds, device), prompt
+    return model, graphs, prompt
 {%- elif tp -%}
 def build(backend: Backend, ranks: Ranks) -> tuple[torch.nn.Module, Call, tuple[Any, ...]]:
     """The sharded model run eagerly, its graph, and the inputs, seeded and sharded as in the MRE."""
