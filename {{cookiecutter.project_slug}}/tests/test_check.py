@@ -212,6 +212,25 @@ def test_each_rung_starts_from_the_state_eager_started_from(capsys, monkeypatch{
     assert check.main([]) == 0, capsys.readouterr().out
 
 
+class AddsATable(nn.Module):
+    """Reads a tensor it holds as a plain attribute, not a buffer: a constant, not state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.arange(3.0)
+
+    def forward(self, x):
+        return x + self.table
+
+
+def test_a_constant_tensor_attribute_is_not_taken_for_state(capsys, monkeypatch{{ swapped }}):
+    """A tensor attribute that forward only reads is ready for graph mode: compiling marks it as a
+    static address, and check does not take it for state that eager lacked."""
+    monkeypatch.setattr(model, "build_model", AddsATable)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3),))
+    assert check.main([]) == 0, capsys.readouterr().out
+
+
 def drops_state_writes(graph, example_inputs):
     """A backend that loses every in-place write to the graph's inputs, the buffers among them:
     the output of this call is right, the state left for the next one is not."""
