@@ -118,6 +118,18 @@ def test_a_nan_where_eager_has_a_nan_is_the_same():
     assert mismatches(eager.clone(), eager) == []
 
 
+def test_a_bool_leaf_that_differs_is_counted():
+    """A mask that differs is counted element by element, like any other leaf."""
+    (found,) = mismatches(torch.tensor([True, False]), torch.tensor([True, True]))
+    assert (found.mismatched, found.max_abs) == (1, 1.0)
+
+
+def test_the_differences_are_measured_in_double_precision():
+    """The numbers are worked out in float64, not rounded to the leaf's own dtype."""
+    (found,) = mismatches(torch.tensor([4.0]), torch.tensor([3.0]))
+    assert found.max_rel == 1 / 3
+
+
 def test_a_complex_leaf_is_compared_in_both_parts():
     """A complex leaf that differs only in its imaginary part differs."""
     (found,) = mismatches(torch.tensor([1 + 2j]), torch.tensor([1 + 1j]))
