@@ -280,7 +280,11 @@ def test_a_ready_model_passes_every_rung_here(capsys, monkeypatch{{ swapped }}):
     assert result["rungs"] == [
         {"name": "eager", "status": "ok", "detail": "matches eager"},
         {"name": "aot_eager", "status": "ok", "detail": "matches eager"},
-        {"name": "npugraph_ex rungs", "status": "skipped", "detail": f"need an NPU: {npu_status()[1]}"},
+        {
+            "name": "npugraph_ex rungs",
+            "status": "skipped",
+            "detail": f"need an NPU: {npu_status()[1]}",
+        },
     ]
 
 
@@ -374,12 +378,16 @@ def test_a_recompile_is_explained(capsys, monkeypatch{{ swapped }}):
     of its findings."""
     code, result = run_check(capsys, monkeypatch, CountsCalls, torch.ones(3))
     (found,) = [f for f in result["findings"] if f["what"] == "aot_eager recompiled"]
-    assert (found["severity"], found["where"]) == ("problem", "")
+    assert (code, found["severity"], found["where"]) == (1, "problem", "")
     assert found["reason"] == (
         "a second call on new inputs of the same shapes compiled again: Dynamo guards on a value "
         "that changes (a Python number from a tensor, a changing attribute)"
     )
-    assert found["hint"] == "keep forward() free of values read from tensors{{ "; a cache_compile recompile also deletes its cache" if cookiecutter.mode == "cache_compile" else "" }}"
+    hint = "keep forward() free of values read from tensors"
+{%- if cookiecutter.mode == "cache_compile" %}
+    hint += "; a cache_compile recompile also deletes its cache"
+{%- endif %}
+    assert found["hint"] == hint
     (rung,) = [rung for rung in result["rungs"] if rung["name"] == "aot_eager"]
     # CountsCalls also differs: its call count is no state a rung can put back.
     assert rung["detail"] == "aot_eager differs from eager; aot_eager recompiled"
@@ -398,6 +406,7 @@ def test_every_differing_leaf_is_named(capsys, monkeypatch{{ swapped }}):
     after it; the report adds a line for each of the others."""
     code, result = run_check(capsys, monkeypatch, OffInThree, torch.ones(3))
     (found,) = [f for f in result["findings"] if f["what"] == "aot_eager differs from eager"]
+    assert code == 1
     assert found["reason"] == (
         "['a']: 3 of 3 elements differ beyond the tolerance: max abs difference 1 (atol 1e-05), "
         "max relative 1 (rtol 0.0001); and ['b'], ['c']"
@@ -477,7 +486,10 @@ def test_a_rung_compiles_one_static_graph_with_its_options(capsys, monkeypatch{{
     monkeypatch.setattr(check, "rungs_here", lambda npu_ok: [rung])
     code, result = run_check(capsys, monkeypatch, lambda: nn.Linear(3, 3), torch.ones(2, 3))
     assert COMPILES == [{"options": {"force_eager": True}, "symbolic": False}]
-    assert result["rungs"][0] == {"name": "recorded", "status": "ok", "detail": "matches eager"}
+    assert (code, result["rungs"][0]) == (
+        0,
+        {"name": "recorded", "status": "ok", "detail": "matches eager"},
+    )
 
 
 def test_the_ladder_runs_the_npu_rungs_only_on_an_npu():
@@ -538,9 +550,9 @@ def test_help_names_the_command_and_what_it_does(capsys, monkeypatch):
         check.main(["--help"], prog="python -m {{ cookiecutter.package_name }} check")
     printed = capsys.readouterr().out
     assert exited.value.code == 0
-    assert printed.startswith("usage: python -m {{ cookiecutter.package_name }} check [-h] [--json]")
-    assert check.__doc__.splitlines()[0] in printed
-    assert "--json      print one JSON object instead" in printed
+    usage = "usage: python -m {{ cookiecutter.package_name }} check [-h] [--json]{{ " [--nproc-per-node NPROC_PER_NODE]" if tp else "" }}"
+    assert printed.splitlines()[:3] == [usage, "", check.__doc__.splitlines()[0]]
+    assert "print one JSON object instead" in printed
 
 
 def test_a_reason_is_named_by_its_first_line():

@@ -167,7 +167,8 @@ def user_frame(frames: list[traceback.FrameSummary]) -> str:
 def traced_frame(text: str) -> str:
     """file:line of the innermost frame in your code that a printed stack names."""
     traced = re.findall(r'File "([^"]+)", line (\d+), in (\w+)', text)
-    return user_frame([traceback.FrameSummary(file, int(line), name) for file, line, name in traced])
+    frames = [traceback.FrameSummary(file, int(line), name) for file, line, name in traced]
+    return user_frame(frames)
 
 
 def error_frame(error: BaseException) -> str:
