@@ -350,7 +350,8 @@ def test_what_the_model_prints_goes_to_stderr(capsys, monkeypatch{{ swapped }}):
 
 class ItemInForward(nn.Module):
     def forward(self, x):
-        return x * x.sum().item()  # .item() is here
+        total = x.sum()  # a method call too, on a line of its own
+        return x * total.item()  # .item() is here
 
 
 def test_item_in_the_graph_is_a_warning_at_its_line(capsys, monkeypatch{{ swapped }}):
@@ -390,7 +391,11 @@ def test_a_recompile_is_explained(capsys, monkeypatch{{ swapped }}):
     assert found["hint"] == hint
     (rung,) = [rung for rung in result["rungs"] if rung["name"] == "aot_eager"]
     # CountsCalls also differs: its call count is no state a rung can put back.
-    assert rung["detail"] == "aot_eager differs from eager; aot_eager recompiled"
+    assert rung == {
+        "name": "aot_eager",
+        "status": "fail",
+        "detail": "aot_eager differs from eager; aot_eager recompiled",
+    }
 
 
 class OffInThree(nn.Module):
