@@ -181,6 +181,19 @@ def test_a_differing_output_names_the_leaf_and_the_numbers(capsys, monkeypatch{{
     assert {mismatch["rtol"], mismatch["atol"]} == set(tolerances(torch.float32).values())
 
 
+def test_a_differing_output_is_one_finding_with_the_hint(capsys, monkeypatch{{ swapped }}):
+    """The finding for a rung that differs in one leaf: the leaf and its numbers, nothing after
+    them, and the hint to set TOLERANCES or to read the ladder."""
+    code, result = run_check(capsys, monkeypatch, OffUnderCompile, torch.arange(-3.0, 5.0))
+    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager differs from eager"]
+    rtol, atol = tolerances(torch.float32)["rtol"], tolerances(torch.float32)["atol"]
+    assert (code, found["hint"]) == (1, check.DIFFERS_HINT)
+    assert found["reason"] == (
+        f"['hidden']: 4 of 8 elements differ beyond the tolerance: max abs difference 0.5 "
+        f"(atol {atol:g}), max relative 0.5 (rtol {rtol:g})"
+    )
+
+
 def test_the_table_shows_how_an_output_differs(capsys, monkeypatch{{ swapped }}):
     """The report names the differing leaf, its count and its largest differences, not just
     'not close'."""
@@ -420,11 +433,11 @@ def test_every_differing_leaf_is_named(capsys, monkeypatch{{ swapped }}):
 
 
 class ScaledAndCounted(nn.Module):
-    """A constant input, a non-tensor output, and any compiled rung off by 1."""
+    """A constant input, two non-tensor outputs, and any compiled rung off by 1."""
 
     def forward(self, x, scale: float):
         off = 1 if torch.compiler.is_compiling() else 0
-        return x * scale + off, 3
+        return x * scale + off, 3, "done"
 
 
 def test_problems_and_warnings_are_counted_apart(capsys, monkeypatch{{ swapped }}):
@@ -444,7 +457,7 @@ def test_problems_and_warnings_are_counted_apart(capsys, monkeypatch{{ swapped }
     ]
     assert result["findings"][0] == {
         "what": "non-tensor output",
-        "reason": "the output holds [1]: int",
+        "reason": "the output holds [1]: int, [2]: str",
         "where": "",
         "hint": check.hint_for("non-tensor"),
         "severity": "warning",
