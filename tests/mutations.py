@@ -594,6 +594,38 @@ MUTATIONS = (
         "tests/test_state.py -k marked",
         DEFAULT,
     ),
+    Mutation(
+        "state compares the tensors a compile marked static, which eager's state lacks",
+        f"{TOOLKIT}/state.py",
+        "    if missing := sorted(expected.keys() - actual.keys()):",
+        "    if missing := sorted(expected.keys() ^ actual.keys()):",
+        "tests/test_check.py -k constant_tensor",
+        DEFAULT,
+    ),
+    Mutation(
+        "a cache behind a private attribute is not state",
+        f"{TOOLKIT}/state.py",
+        "            if attribute in MODULE_OWN:",
+        '            if attribute.startswith("_"):',
+        "tests/test_state.py -k private",
+        DEFAULT,
+    ),
+    Mutation(
+        "restore puts a replaced buffer back on the wrong module",
+        f"{TOOLKIT}/state.py",
+        '                module, _, attribute = path.rpartition(".")',
+        '                module, _, attribute = path.partition(".")',
+        "tests/test_state.py -k forward_replaced",
+        DEFAULT,
+    ),
+    Mutation(
+        "outputs are compared leaf by leaf without their structure",
+        f"{TOOLKIT}/contract.py",
+        "    if actual_spec != expected_spec:",
+        "    if len(actual_leaves) != len(expected_leaves):",
+        "tests/test_contract.py -k only_in_structure",
+        DEFAULT,
+    ),
     # Decode: a static KV cache, one graph per capture size, a batch padded up to its size.
     Mutation(
         "the decode graph's cache write is lost",

@@ -1,11 +1,19 @@
 """A model's state (buffers, tensors marked static such as a KV cache) is found, saved, put back in
 place, and compared: one run's state never leaks into the next."""
 
+from types import SimpleNamespace
+
+import pytest
 import torch
 from torch import nn
 
 from {{ cookiecutter.package_name }}.toolkit import bench
-from {{ cookiecutter.package_name }}.toolkit.state import restore, save, state_tensors
+from {{ cookiecutter.package_name }}.toolkit.state import (
+    restore,
+    save,
+    state_mismatches,
+    state_tensors,
+)
 
 
 class Layer:
@@ -38,6 +46,73 @@ def test_the_state_is_the_buffers_and_the_marked_tensors():
     assert sorted(state_tensors(HoldsACache())) == ["calls", "layers[0].keys"]
 
 
+def marked() -> torch.Tensor:
+    """A tensor marked as a static address, as a cache is."""
+    tensor = torch.zeros(2)
+    torch._dynamo.mark_static_address(tensor)
+    return tensor
+
+
+def nested(kind: str, levels: int) -> object:
+    """A marked tensor inside `levels` containers of one kind: lists, dicts or plain objects."""
+    held = marked()
+    for _ in range(levels):
+        held = {"list": [held], "dict": {"a": held}, "object": SimpleNamespace(a=held)}[kind]
+    return held
+
+
+class HoldsNested(nn.Module):
+    """Marked tensors four containers deep, and five, in each kind of container."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        for kind in ("list", "dict", "object"):
+            setattr(self, f"{kind}4", nested(kind, 4))
+            setattr(self, f"{kind}5", nested(kind, 5))
+
+
+def test_the_state_is_searched_four_containers_deep():
+    """A marked tensor is found as deep as a cache object, its list, a layer and the layer's dict
+    hold it, in any kind of container; deeper is not looked at (the search ends, cycles too)."""
+    paths = ["dict4['a']['a']['a']['a']", "list4[0][0][0][0]", "object4.a.a.a.a"]
+    assert sorted(state_tensors(HoldsNested())) == paths
+
+
+def test_a_setting_beside_the_state_is_passed_over():
+    """An attribute that is neither a tensor nor a container of them (a dtype) is no state."""
+    model = HoldsACache()
+    model.dtype = torch.bfloat16
+    assert sorted(state_tensors(model)) == ["calls", "layers[0].keys"]
+
+
+def test_a_cache_behind_a_private_attribute_is_state():
+    """A marked tensor is state under any attribute name, a private one too."""
+    model = nn.Module()
+    model._cache = [marked()]
+    assert list(state_tensors(model)) == ["_cache[0]"]
+
+
+def test_the_state_of_a_submodule_is_named_by_its_path():
+    """A submodule's buffers and marked tensors are named from the model down."""
+    model = nn.Sequential(HoldsACache())
+    assert sorted(state_tensors(model)) == ["0.calls", "0.layers[0].keys"]
+
+
+class HoldsTwice(nn.Module):
+    """A marked buffer also held in a list, and a marked tensor in that list and an attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("keys", marked())
+        self.caches = [self.keys, marked()]
+        self.values = self.caches[1]
+
+
+def test_a_tensor_held_twice_is_state_once():
+    """A state tensor reachable by two paths is one state tensor, named by the first path found."""
+    assert sorted(state_tensors(HoldsTwice())) == ["caches[1]", "keys"]
+
+
 def test_restore_puts_the_state_back_in_place():
     """After a call, restore() brings back the saved values at the same addresses, which a
     captured graph keeps reading."""
@@ -49,6 +124,57 @@ def test_restore_puts_the_state_back_in_place():
     assert model.layers[0].keys.data_ptr() == address
     assert not model.layers[0].keys.any()
     assert model.calls == 0
+
+
+class Counts(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.tensor([1, 2]))
+
+
+@pytest.mark.parametrize(
+    "replacement",
+    [torch.zeros(3, dtype=torch.long), torch.zeros(2), None],
+    ids=["another shape", "another dtype", "None"],
+)
+def test_restore_puts_back_a_buffer_that_forward_replaced(replacement):
+    """A buffer that forward replaced instead of writing it in place (by a tensor of another
+    shape or dtype, or by None) is put back, in a module two levels down too."""
+    model = nn.Sequential(nn.Sequential(Counts()))
+    saved = save(model)
+    model[0][0].steps = replacement
+    restore(model, saved)
+    steps = model[0][0].steps
+    assert (steps.dtype, steps.tolist()) == (torch.long, [1, 2])
+
+
+def test_restore_puts_back_a_shared_buffer_in_each_module_sharing_it():
+    """A buffer that two modules share is state under both names: forward replacing it in the
+    second module is undone too."""
+    first, second = Counts(), Counts()
+    second.steps = first.steps
+    model = nn.Sequential(first, second)
+    saved = save(model)
+    second.steps = torch.zeros(2, dtype=torch.long)
+    restore(model, saved)
+    assert second.steps.tolist() == [1, 2]
+
+
+def test_a_state_tensor_missing_after_the_call_is_named():
+    """A state tensor that eager leaves and graph mode does not is named, with eager's state."""
+    eager = {"calls": torch.ones(()), "layers[0].keys": torch.zeros(2)}
+    (found,) = state_mismatches({"calls": torch.ones(())}, eager)
+    assert str(found) == (
+        "state: tensors ['layers[0].keys'] missing after the call; "
+        "eager leaves ['calls', 'layers[0].keys']"
+    )
+
+
+def test_a_tensor_only_graph_mode_leaves_is_no_difference():
+    """A compile marks the tensor attributes forward reads as static: a constant that looks like
+    state afterwards only is not taken for a difference."""
+    eager = {"calls": torch.ones(())}
+    assert state_mismatches({**eager, "table": torch.arange(3.0)}, eager) == []
 
 
 def test_bench_refuses_a_graph_that_leaves_another_state():

@@ -164,18 +164,16 @@ def user_frame(frames: list[traceback.FrameSummary]) -> str:
     return f"{own[-1].filename}:{own[-1].lineno} ({own[-1].name})" if own else ""
 
 
+def traced_frame(text: str) -> str:
+    """file:line of the innermost frame in your code that a printed stack names."""
+    traced = re.findall(r'File "([^"]+)", line (\d+), in (\w+)', text)
+    frames = [traceback.FrameSummary(file, int(line), name) for file, line, name in traced]
+    return user_frame(frames)
+
+
 def error_frame(error: BaseException) -> str:
     """Where in your code an error arose: Dynamo names the traced line in its message."""
-    traced = re.findall(r'File "([^"]+)", line (\d+), in (\w+)', str(error))
-    traced = [
-        (file, line, name)
-        for file, line, name in traced
-        if user_frame([traceback.FrameSummary(file, int(line), name)])
-    ]
-    if traced:
-        file, line, name = traced[-1]
-        return f"{file}:{line} ({name})"
-    return user_frame(traceback.extract_tb(error.__traceback__))
+    return traced_frame(str(error)) or user_frame(traceback.extract_tb(error.__traceback__))
 
 
 def graph_breaks(model: torch.nn.Module, inputs: tuple[Any, ...]) -> list[Finding]:
@@ -194,8 +192,7 @@ def graph_breaks(model: torch.nn.Module, inputs: tuple[Any, ...]) -> list[Findin
     for graph in explanation.graphs:
         for node in graph.graph.nodes:
             if node.op == "call_method" and node.target == "item":
-                where = (node.meta.get("stack_trace") or "").strip().splitlines()
-                location = next((line.strip() for line in reversed(where) if "File" in line), "")
+                location = traced_frame(node.meta.get("stack_trace") or "")
                 findings.append(
                     Finding(
                         ".item() in the graph",

@@ -244,8 +244,9 @@ def mismatches(actual: Any, expected: Any, **override: float) -> list[Mismatch]:
     actual_leaves, actual_spec = pytree.tree_flatten_with_path(actual)
     expected_leaves, expected_spec = pytree.tree_flatten_with_path(expected)
     if actual_spec != expected_spec:
-        structure = f"structure differs: {actual_spec} where eager has {expected_spec}"
-        return [Mismatch("output", structure)]
+        # One line each: torch prints a TreeSpec over as many lines as it has children.
+        got, want = (" ".join(str(spec).split()) for spec in (actual_spec, expected_spec))
+        return [Mismatch("output", f"structure differs: {got} where eager has {want}")]
     found = []
     for (path, got), (_, want) in zip(actual_leaves, expected_leaves, strict=True):
         if mismatch := leaf_mismatch(pytree.keystr(path) or "output", got, want, override):

@@ -22,6 +22,9 @@ State = dict[str, torch.Tensor]
 
 # How deep to look inside attributes that are not modules: cache object, its list, a layer, a tensor.
 DEPTH = 4
+# What every module holds: its parameters, buffers and submodules (found otherwise) and its hooks.
+# Any other attribute, a private one too, may hold a cache.
+MODULE_OWN = frozenset(vars(nn.Module()))
 
 
 def state_tensors(model: nn.Module) -> State:
@@ -31,7 +34,7 @@ def state_tensors(model: nn.Module) -> State:
     for name, module in model.named_modules():
         prefix = f"{name}." if name else ""
         for attribute, value in vars(module).items():
-            if attribute.startswith("_"):  # _parameters, _buffers, _modules: seen or not state
+            if attribute in MODULE_OWN:
                 continue
             for path, tensor in marked(value, f"{prefix}{attribute}", DEPTH):
                 if id(tensor) not in seen:
@@ -79,10 +82,15 @@ def restore(model: nn.Module, saved: State) -> None:
 
 
 def state_mismatches(actual: State, expected: State) -> list[Mismatch]:
-    """Every state tensor that a graph left other than eager did: missing, or its values."""
-    if actual.keys() != expected.keys():
-        keys = f"state tensors {sorted(actual)} where eager has {sorted(expected)}"
-        return [Mismatch("state", keys)]
+    """Every state tensor that a graph left other than eager did: missing, or its values.
+
+    A tensor only `actual` holds is no difference: a compile marks each tensor attribute that
+    forward reads as a static address (torch/_dynamo/variables/builder.py, mark_static_input),
+    so after one a constant table looks like state to a save() that eager's came before.
+    """
+    if missing := sorted(expected.keys() - actual.keys()):
+        gone = f"tensors {missing} missing after the call; eager leaves {sorted(expected)}"
+        return [Mismatch("state", gone)]
     found = []
     for path, want in expected.items():
         if mismatch := leaf_mismatch(f"state {path}", actual[path], want, {}):
