@@ -3,15 +3,21 @@
 import sys
 
 import pytest
-import torch
 
 from {{ cookiecutter.package_name }}.toolkit import backend
+
+CANN_HINT = "source the CANN set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh)"
+"""The fix for a torch_npu that cannot find CANN's libraries or variables."""
+
+
+@pytest.fixture(autouse=True)
+def default_backend(monkeypatch):
+    monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
 
 
 @pytest.fixture
 def no_npu(monkeypatch):
     """A machine where npugraph_ex can't run because torch_npu is missing, probed afresh."""
-    monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
     # A None entry makes importlib.util.find_spec() answer "not installed", wherever this runs.
     monkeypatch.setitem(sys.modules, "torch_npu", None)
     monkeypatch.setattr(backend, "npu_status", backend.probe_npu)
@@ -20,7 +26,6 @@ def no_npu(monkeypatch):
 @pytest.fixture
 def npu(monkeypatch):
     """A machine whose NPU can capture aclgraphs."""
-    monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
     monkeypatch.setattr(backend, "npu_status", lambda: (True, "Ascend910B1 ready"))
 
 
@@ -86,51 +91,13 @@ def test_forcing_npugraph_ex_without_npu_explains(no_npu, monkeypatch):
     )
 
 
-def test_probe_points_at_cann_when_torch_npu_cannot_load(tmp_path, monkeypatch, forget_torch_npu):
+def test_probe_points_at_cann_when_torch_npu_cannot_load(install_torch_npu):
     """A torch_npu that fails on libhccl.so (CANN not sourced) is reported with the set_env.sh fix."""
-    fake = tmp_path / "torch_npu"
-    fake.mkdir()
-    (fake / "__init__.py").write_text(
-        'raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")\n'
+    install_torch_npu(
+        init='raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")\n'
     )
-    monkeypatch.syspath_prepend(tmp_path)
-    npu_ok, why = backend.probe_npu()
-    assert not npu_ok
-    assert "CANN is not sourced (libhccl.so: cannot open shared object file" in why
-    assert "set_env.sh" in why
-
-
-# A torch_npu that imports, with the calls the probe makes as torch-npu 2.13.0 defines them
-# (torch_npu/npu/__init__.py): is_available() means device_count() > 0, and get_device_name()
-# takes a device index (None: the current one), refuses one past device_count() and returns
-# aclrtGetSocName(), the same for every device. Like the real one, it makes itself torch.npu.
-STAND_IN = """\
-import sys, torch
-__version__ = "2.13.0"
-def device_count(): return {count}
-def is_available(): return device_count() > 0
-def get_device_name(device_name=None):
-    if not 0 <= (device_name or 0) < device_count():
-        raise AssertionError("Invalid device id")
-    return {soc!r}
-torch.npu = sys.modules[__name__]
-"""
-
-
-@pytest.fixture
-def install_torch_npu(tmp_path, monkeypatch, forget_torch_npu):
-    """install(soc, count): the stand-in torch_npu on the path, probed afresh by select_backend();
-    monkeypatch takes torch.npu away afterwards."""
-
-    def install(soc: str = "Ascend910B2", count: int = 1) -> None:
-        (tmp_path / "torch_npu").mkdir()
-        (tmp_path / "torch_npu" / "__init__.py").write_text(STAND_IN.format(soc=soc, count=count))
-        monkeypatch.setattr(torch, "npu", None, raising=False)
-        monkeypatch.syspath_prepend(tmp_path)
-        monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
-        monkeypatch.setattr(backend, "npu_status", backend.probe_npu)
-
-    return install
+    why = "CANN is not sourced (libhccl.so: cannot open shared object file: No such file or directory)"
+    assert backend.probe_npu() == (False, f"{why}; {CANN_HINT}")
 
 
 def test_a_capturing_npu_runs_npugraph_ex_and_is_named(install_torch_npu):
@@ -231,7 +198,6 @@ def test_half_sourced_cann_names_the_variable_and_fix(message):
 
 
 # What torch_npu's import raises besides a half-sourced CANN, and the one line each becomes.
-CANN_HINT = "source the CANN set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh)"
 TRACEBACK_HINT = "run `python -c 'import torch_npu'` for the traceback"
 IMPORT_FAILURES = {
     # libtorch_npu.so needs libhccl.so, then libascendcl.so (its ELF NEEDED entries, 2.13.0):
@@ -278,13 +244,9 @@ def test_an_import_failure_is_one_line_with_its_cause_and_fix(case):
     assert backend.import_failure(error) == line
 
 
-def test_probe_falls_back_on_a_bare_exception(tmp_path, monkeypatch, forget_torch_npu):
+def test_probe_falls_back_on_a_bare_exception(install_torch_npu):
     """A torch_npu whose import raises a bare Exception is a fallback with the reason, not a crash."""
-    fake = tmp_path / "torch_npu"
-    fake.mkdir()
-    message = next(iter(HALF_SOURCED))
-    (fake / "__init__.py").write_text(f"raise Exception({message!r})\n")
-    monkeypatch.syspath_prepend(tmp_path)
+    install_torch_npu(init=f"raise Exception({next(iter(HALF_SOURCED))!r})\n")
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
     assert why.startswith("CANN is half-sourced: ASCEND_HOME_PATH=/opt/gone does not exist")
