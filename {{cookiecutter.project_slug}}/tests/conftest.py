@@ -203,14 +203,15 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
 
 
 # A torch_npu that imports, with the calls the toolkit makes as torch-npu 2.13.0 defines them
-# (torch_npu/npu/__init__.py): is_available() means device_count() > 0, and get_device_name()
-# takes a device index (None: the current one), refuses one past device_count() and returns
-# aclrtGetSocName(), the same for every device. Like the real one, it makes itself torch.npu.
+# (torch_npu/npu/__init__.py): device_count() is the driver's count (ascend_hal), is_available()
+# whether the runtime counts any (_npu_getDeviceCount()); get_device_name() takes a device index
+# (None: the current one), refuses one past device_count() and returns aclrtGetSocName(), the
+# same for every device. Like the real one, it makes itself torch.npu.
 TORCH_NPU_STAND_IN = """\
 import sys, torch
 __version__ = {version!r}
 def device_count(): return {count}
-def is_available(): return device_count() > 0
+def is_available(): return {available}
 def get_device_name(device_name=None):
     if not 0 <= (device_name or 0) < device_count():
         raise AssertionError("Invalid device id")
@@ -227,22 +228,27 @@ def install_torch_npu(
     forget_torch_npu: None,
     installed: Callable[..., None],
 ) -> Callable[..., None]:
-    """install(soc, count, init=..., version=..., requires=...): a stand-in torch_npu on the path
-    with its metadata, probed afresh by npu_status(); monkeypatch takes it and torch.npu away
-    afterwards. `init` replaces the stand-in's __init__.py (to fail the import, say); the
-    default metadata is the project's pin, requiring the torch installed here."""
+    """install(soc, count, available=..., init=..., version=..., requires=...): a stand-in
+    torch_npu on the path with its metadata, probed afresh by npu_status(); monkeypatch takes it
+    and torch.npu away afterwards. `available` defaults to count > 0; `init` replaces the
+    stand-in's __init__.py (to fail the import, say); the default metadata is the project's pin,
+    requiring the torch installed here."""
 
     def install(
         soc: str = "Ascend910B2",
         count: int = 1,
         *,
+        available: bool | None = None,
         init: str | None = None,
         version: str = PINNED_TORCH_NPU,
         requires: tuple[str, ...] | None = None,
     ) -> None:
         package = tmp_path / "packages" / "torch_npu"
         package.mkdir(parents=True)
-        init = init or TORCH_NPU_STAND_IN.format(version=version, count=count, soc=soc)
+        available = count > 0 if available is None else available
+        init = init or TORCH_NPU_STAND_IN.format(
+            version=version, count=count, available=available, soc=soc
+        )
         (package / "__init__.py").write_text(init)
         torch_version = importlib.metadata.version("torch").split("+")[0]
         installed("torch_npu", version, *(requires or (f"torch=={torch_version}.*",)))

@@ -186,6 +186,13 @@ def test_torch_npu_without_a_visible_npu_fails_with_where_to_look(install_torch_
     ]
 
 
+def test_an_npu_the_runtime_cannot_open_is_not_visible(install_torch_npu):
+    """The driver counts an NPU that torch_npu's runtime cannot use (is_available() False): FAIL,
+    as with none."""
+    install_torch_npu(count=1, available=False)
+    assert doctor.check_torch_npu()[1].detail == "no NPU visible"
+
+
 def test_npus_that_cannot_capture_warn_naming_those_that_can(install_torch_npu):
     """Eight Ascend 310P NPUs: a WARN naming the count and the SoC, whose fix names the SoCs
     that capture."""
@@ -198,11 +205,11 @@ def test_npus_that_cannot_capture_warn_naming_those_that_can(install_torch_npu):
     )
 
 
-def test_npus_that_capture_pass_with_the_aclop_advice(install_torch_npu):
-    """Eight Atlas A2 NPUs: OK, with torch_npu's own advice for its aclop capture error."""
-    install_torch_npu("Ascend910B3", count=8)
+def test_an_npu_that_captures_passes_with_the_aclop_advice(install_torch_npu):
+    """One Atlas A2 NPU: OK, with torch_npu's own advice for its aclop capture error."""
+    install_torch_npu("Ascend910B3")
     detail = (
-        '8 x Ascend910B3, aclgraph capture supported; if a capture fails with "Cannot run aclop '
+        '1 x Ascend910B3, aclgraph capture supported; if a capture fails with "Cannot run aclop '
         'operators during NPU graph capture", set torch.npu.config.allow_internal_format = False '
         "before compiling; if it still fails, that operator has no aclnn implementation and "
         "cannot be captured"
