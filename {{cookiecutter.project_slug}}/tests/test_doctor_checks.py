@@ -421,6 +421,20 @@ def test_a_model_that_keeps_the_contract_is_named_with_its_inputs(own_model):
     assert doctor.check_model() == Check("model", "OK", detail)
 
 
+def test_the_model_is_built_from_the_mre_s_seed(own_model):
+    """Seed 0, build_model(), then example_inputs(), as the MRE runs them: a number drawn in
+    example_inputs() is reported with the value the MRE gets."""
+
+    def inputs():
+        return (torch.ones(3), round(torch.rand(()).item(), 4))
+
+    own_model(lambda: nn.Linear(3, 3), inputs)
+    torch.manual_seed(0)
+    nn.Linear(3, 3)
+    drawn = inputs()[1]
+    assert f"[1] float {drawn};" in doctor.check_model().detail
+
+
 def test_constant_inputs_warn_with_a_note_and_fix_for_each(own_model):
     """Two non-tensor inputs: one WARN whose detail and fix carry each one's note, in order."""
     own_model(lambda: nn.Linear(3, 3), lambda: (torch.ones(3), 0.5, 2))
@@ -442,6 +456,14 @@ def test_inputs_breaking_the_contract_stop_the_mre_with_the_contract_s_words(own
         "example_inputs() must return a tuple of positional inputs, got Tensor; for one input "
         "write `return (x,)`"
     )
+    assert doctor.check_model() == Check("model", "FAIL", detail, MODEL_FIX, blocking=True)
+
+
+def test_inputs_the_project_cannot_move_to_the_device_stop_the_mre(own_model):
+    """The project moves example_inputs() to the device: tensors on the meta device, which hold
+    no data, cannot be moved, and the doctor says so as the MRE would fail."""
+    own_model(lambda: nn.Linear(3, 3), lambda: (torch.ones(3, device="meta"),))
+    detail = "model.py fails: NotImplementedError: Cannot copy out of meta tensor; no data!"
     assert doctor.check_model() == Check("model", "FAIL", detail, MODEL_FIX, blocking=True)
 
 
