@@ -104,7 +104,7 @@ def test_a_capturing_npu_runs_npugraph_ex_and_is_named(install_torch_npu):
     """On an Atlas A2 the choice is npugraph_ex on the NPU, and the line names the SoC and the
     torch_npu release."""
     install_torch_npu("Ascend910B2")
-    reason = "Ascend NPU ready: Ascend910B2, torch_npu 2.13.0"
+    reason = "Ascend NPU ready: Ascend910B2, torch_npu {{ cookiecutter.torch_npu_version }}"
     assert backend.select_backend() == backend.Backend("npugraph_ex", "npu", reason)
 
 
