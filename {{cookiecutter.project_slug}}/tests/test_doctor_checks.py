@@ -22,6 +22,9 @@ PINNED = "{{ cookiecutter.torch_npu_version }}"
 SOURCE_CANN = "source <CANN>/set_env.sh, e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh"
 CAPTURE_SOCS = "Atlas A2 (Ascend910B1-B4), Atlas A3 (Ascend910_93xx) or Ascend 950"
 MODEL_FIX = "fix model.py: README, section 'Your own model'"
+MRE = "{{ cookiecutter.package_name }}.mre"
+DOCTOR = "python -m {{ cookiecutter.package_name }} doctor"
+"""How a user calls the doctor, and what its usage calls it."""
 
 
 @pytest.fixture(autouse=True)
@@ -490,20 +493,18 @@ def test_a_build_model_that_gives_no_module_stops_the_mre(own_model):
 
 def test_the_mre_module_imports():
     """The MRE module imports: OK, naming it."""
-    expected = Check("mre-import", "OK", "{{ cookiecutter.package_name }}.mre imports")
-    assert doctor.check_mre_imports() == expected
+    assert doctor.check_mre_imports() == Check("mre-import", "OK", f"{MRE} imports")
 
 
 def test_an_mre_that_cannot_import_stops_everything_with_how_to_see_why(monkeypatch):
     """The MRE module failing to import: a blocking FAIL with the error and the command that
     shows its traceback."""
-    mre = "{{ cookiecutter.package_name }}.mre"
-    monkeypatch.setitem(sys.modules, mre, None)
+    monkeypatch.setitem(sys.modules, MRE, None)
     expected = Check(
         "mre-import",
         "FAIL",
-        f"{mre} does not import: ModuleNotFoundError: import of {mre} halted; None in sys.modules",
-        f"python -m {mre} shows the traceback",
+        f"{MRE} does not import: ModuleNotFoundError: import of {MRE} halted; None in sys.modules",
+        f"python -m {MRE} shows the traceback",
         blocking=True,
     )
     assert doctor.check_mre_imports() == expected
@@ -621,9 +622,9 @@ def test_json_is_one_indented_object_with_verdict_summary_and_checks(capsys, two
 def test_help_says_what_the_doctor_answers(capsys):
     """--help: the usage under the name it is called by, the doctor's question and --json."""
     with pytest.raises(SystemExit) as exit_info:
-        doctor.main(["--help"], prog="python -m {{ cookiecutter.package_name }} doctor")
+        doctor.main(["--help"], prog=DOCTOR)
     assert exit_info.value.code == 0
     words = " ".join(capsys.readouterr().out.split())
-    assert words.startswith("usage: python -m {{ cookiecutter.package_name }} doctor [-h] [--json]")
+    assert words.startswith(f"usage: {DOCTOR} [-h] [--json]")
     assert "Why won't graph mode run here? One screen of OK / WARN / FAIL lines" in words
     assert "--json print one JSON object instead" in words
