@@ -42,6 +42,7 @@ COMMON_FILES = {
     "tests/test_cli.py",
     "tests/test_contract.py",
     "tests/test_doctor.py",
+    "tests/test_doctor_checks.py",
     "tests/test_export.py",
     "tests/test_graph.py",
     "tests/test_mre.py",

@@ -1,30 +1,39 @@
 """Backend choice: npugraph_ex on a usable NPU, the stand-in elsewhere, always with a reason."""
 
+import sys
+
 import pytest
-import torch
 
 from {{ cookiecutter.package_name }}.toolkit import backend
+
+CANN_HINT = "source the CANN set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh)"
+"""The fix for a torch_npu that cannot find CANN's libraries or variables."""
+
+
+@pytest.fixture(autouse=True)
+def default_backend(monkeypatch):
+    monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
 
 
 @pytest.fixture
 def no_npu(monkeypatch):
-    """A machine where npugraph_ex can't run because torch_npu is missing."""
-    monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
-    monkeypatch.setattr(backend, "npu_status", lambda: (False, "torch_npu is not installed"))
+    """A machine where npugraph_ex can't run because torch_npu is missing, probed afresh."""
+    # A None entry makes importlib.util.find_spec() answer "not installed", wherever this runs.
+    monkeypatch.setitem(sys.modules, "torch_npu", None)
+    monkeypatch.setattr(backend, "npu_status", backend.probe_npu)
 
 
 @pytest.fixture
 def npu(monkeypatch):
     """A machine whose NPU can capture aclgraphs."""
-    monkeypatch.delenv(backend.BACKEND_ENV, raising=False)
     monkeypatch.setattr(backend, "npu_status", lambda: (True, "Ascend910B1 ready"))
 
 
 def test_stand_in_without_npu_says_why(no_npu):
-    """Off NPU the choice is aot_eager on the CPU, and the reason names what is missing."""
-    chosen = backend.select_backend()
-    assert (chosen.name, chosen.device) == ("aot_eager", "cpu")
-    assert "torch_npu is not installed" in chosen.reason
+    """Off NPU the choice is aot_eager on the CPU, and the one line says what is missing and what
+    stands in."""
+    reason = "no usable NPU (torch_npu is not installed); aot_eager stands in for npugraph_ex"
+    assert backend.select_backend() == backend.Backend("aot_eager", "cpu", reason)
 
 
 # Option names every torch_npu release with npugraph_ex accepts (7.3.0, 26.0.0 and later).
@@ -64,29 +73,56 @@ def test_environment_forces_a_backend(no_npu, monkeypatch):
 def test_unknown_forced_backend_is_refused_with_the_choices(no_npu, monkeypatch):
     """A misspelt backend name fails at once, naming the value and the valid names."""
     monkeypatch.setenv(backend.BACKEND_ENV, "aot-eager")
-    with pytest.raises(ValueError, match=r"NPUGRAPH_BACKEND='aot-eager' is not .*aot_eager"):
+    with pytest.raises(ValueError, match=r"NPUGRAPH_BACKEND='aot-eager' is not ") as refusal:
         backend.select_backend()
+    message, _, choices = str(refusal.value).partition("; use one of ")
+    assert message == "NPUGRAPH_BACKEND='aot-eager' is not a torch.compile backend"
+    assert {"aot_eager", "eager", "inductor"} <= set(choices.split(", "))
 
 
 def test_forcing_npugraph_ex_without_npu_explains(no_npu, monkeypatch):
     """Forcing npugraph_ex where it can't run says why, instead of failing deep in torch_npu."""
     monkeypatch.setenv(backend.BACKEND_ENV, "npugraph_ex")
-    with pytest.raises(RuntimeError, match="needs a usable NPU, but torch_npu is not installed"):
+    with pytest.raises(RuntimeError) as refusal:
         backend.select_backend()
-
-
-def test_probe_points_at_cann_when_torch_npu_cannot_load(tmp_path, monkeypatch, forget_torch_npu):
-    """A torch_npu that fails on libhccl.so (CANN not sourced) is reported with the set_env.sh fix."""
-    fake = tmp_path / "torch_npu"
-    fake.mkdir()
-    (fake / "__init__.py").write_text(
-        'raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")\n'
+    assert str(refusal.value) == (
+        "NPUGRAPH_BACKEND=npugraph_ex needs a usable NPU, but torch_npu is not installed; "
+        "unset NPUGRAPH_BACKEND"
     )
-    monkeypatch.syspath_prepend(tmp_path)
-    npu_ok, why = backend.probe_npu()
-    assert not npu_ok
-    assert "CANN is not sourced (libhccl.so: cannot open shared object file" in why
-    assert "set_env.sh" in why
+
+
+def test_probe_points_at_cann_when_torch_npu_cannot_load(install_torch_npu):
+    """A torch_npu that fails on libhccl.so (CANN not sourced) is reported with the set_env.sh fix."""
+    install_torch_npu(
+        init='raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")\n'
+    )
+    why = "CANN is not sourced (libhccl.so: cannot open shared object file: No such file or directory)"
+    assert backend.probe_npu() == (False, f"{why}; {CANN_HINT}")
+
+
+def test_a_capturing_npu_runs_npugraph_ex_and_is_named(install_torch_npu):
+    """On an Atlas A2 the choice is npugraph_ex on the NPU, and the line names the SoC and the
+    torch_npu release."""
+    install_torch_npu("Ascend910B2")
+    reason = "Ascend NPU ready: Ascend910B2, torch_npu {{ cookiecutter.torch_npu_version }}"
+    assert backend.select_backend() == backend.Backend("npugraph_ex", "npu", reason)
+
+
+def test_torch_npu_that_sees_no_npu_falls_back_with_where_to_look(install_torch_npu):
+    """torch_npu that imports but counts no device: the stand-in, and the line says where to look."""
+    install_torch_npu(count=0)
+    why = "torch_npu sees no NPU (check npu-smi info and ASCEND_RT_VISIBLE_DEVICES)"
+    assert backend.probe_npu() == (False, why)
+    fallback = f"no usable NPU ({why}); aot_eager stands in for npugraph_ex"
+    assert backend.select_backend().reason == fallback
+
+
+def test_forcing_npugraph_ex_on_a_usable_npu_takes_it(install_torch_npu, monkeypatch):
+    """$NPUGRAPH_BACKEND=npugraph_ex on an NPU that captures: npugraph_ex on the NPU, forced."""
+    install_torch_npu("Ascend910_9392")
+    monkeypatch.setenv(backend.BACKEND_ENV, "npugraph_ex")
+    forced = backend.Backend("npugraph_ex", "npu", "forced by NPUGRAPH_BACKEND")
+    assert backend.select_backend() == forced
 
 
 # SoC names as torch.npu.get_device_name(0) returns them (torch_npu's NpuVariables.cpp).
@@ -98,7 +134,7 @@ CAPTURING_SOCS = [
 REFUSED_SOCS = [
     "Ascend910A", "Ascend910ProA", "Ascend910PremiumA", "Ascend910ProB", "Ascend910B",
     "Ascend310P1", "Ascend310P3", "Ascend310P7", "Ascend310B1", "Ascend310B4", "Ascend310",
-    "Ascend910B9", "Ascend910B10", "Ascend920A", "SomeFutureSoC", "",
+    "Ascend910B9", "Ascend910B10", "Ascend910B10-1", "Ascend920A", "SomeFutureSoC", "",
 ]  # fmt: skip
 
 
@@ -122,21 +158,10 @@ def test_every_other_soc_is_refused(soc):
         ("SomeFutureSoC", "is not a SoC known to capture aclgraphs"),
     ],
 )
-def test_refused_soc_falls_back_naming_it(soc, verdict, tmp_path, monkeypatch, forget_torch_npu):
+def test_refused_soc_falls_back_naming_it(soc, verdict, install_torch_npu):
     """On a refused SoC the probe falls back, and its reason names the SoC, says whether it is
     known not to capture or not known at all, and names what captures."""
-    fake = tmp_path / "torch_npu"
-    fake.mkdir()
-    # Like the real torch_npu, it makes itself torch.npu; monkeypatch removes that afterwards.
-    (fake / "__init__.py").write_text(
-        "import sys, torch\n"
-        "__version__ = '9.9.9'\n"
-        "def is_available(): return True\n"
-        f"def get_device_name(index=0): return {soc!r}\n"
-        "torch.npu = sys.modules[__name__]\n"
-    )
-    monkeypatch.setattr(torch, "npu", None, raising=False)
-    monkeypatch.syspath_prepend(tmp_path)
+    install_torch_npu(soc)
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
     assert why.startswith(f"{soc} {verdict} (npugraph_ex needs Atlas A2")
@@ -172,13 +197,56 @@ def test_half_sourced_cann_names_the_variable_and_fix(message):
     assert "\n" not in line
 
 
-def test_probe_falls_back_on_a_bare_exception(tmp_path, monkeypatch, forget_torch_npu):
+# What torch_npu's import raises besides a half-sourced CANN, and the one line each becomes.
+TRACEBACK_HINT = "run `python -c 'import torch_npu'` for the traceback"
+IMPORT_FAILURES = {
+    # libtorch_npu.so needs libhccl.so, then libascendcl.so (its ELF NEEDED entries, 2.13.0):
+    # with CANN's hccl on the library path but not its runtime, the loader names the second.
+    "ascendcl-missing": (
+        ImportError("libascendcl.so: cannot open shared object file: No such file or directory"),
+        (
+            "CANN is not sourced (libascendcl.so: cannot open shared object file: No such file "
+            f"or directory); {CANN_HINT}"
+        ),
+    ),
+    # Any other complaint about CANN's variables (2.13.0 torch_npu/_inductor/cpp_builder.py).
+    "ascend-variable": (
+        RuntimeError("Could not find ASCEND_HOME_PATH in env. Please run set_env.sh first."),
+        (
+            "CANN is not sourced (Could not find ASCEND_HOME_PATH in env. Please run set_env.sh "
+            f"first.); {CANN_HINT}"
+        ),
+    ),
+    # A CUDA build of torch (2.13.0 torch_npu/__init__.py, _check_device_conflict()).
+    "cuda-torch": (
+        RuntimeError(
+            "Two accelerators cannot be used at the same time in PyTorch: npu and cuda.\n"
+            "[ERROR] 2026-01-01-00:00:00 (PID:1, Device:-1, RankID:-1) ERR00007 PTA"
+        ),
+        (
+            "torch_npu failed to import (RuntimeError: Two accelerators cannot be used at the "
+            f"same time in PyTorch: npu and cuda.); {TRACEBACK_HINT}"
+        ),
+    ),
+    # A bare `assert` failing: an error without a message is named by its type.
+    "no-message": (
+        AssertionError(),
+        f"torch_npu failed to import (AssertionError: AssertionError); {TRACEBACK_HINT}",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", IMPORT_FAILURES)
+def test_an_import_failure_is_one_line_with_its_cause_and_fix(case):
+    """A missing CANN library or variable points at set_env.sh; anything else is quoted with its
+    type, and the fix is the command that shows the traceback."""
+    error, line = IMPORT_FAILURES[case]
+    assert backend.import_failure(error) == line
+
+
+def test_probe_falls_back_on_a_bare_exception(install_torch_npu):
     """A torch_npu whose import raises a bare Exception is a fallback with the reason, not a crash."""
-    fake = tmp_path / "torch_npu"
-    fake.mkdir()
-    message = next(iter(HALF_SOURCED))
-    (fake / "__init__.py").write_text(f"raise Exception({message!r})\n")
-    monkeypatch.syspath_prepend(tmp_path)
+    install_torch_npu(init=f"raise Exception({next(iter(HALF_SOURCED))!r})\n")
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
     assert why.startswith("CANN is half-sourced: ASCEND_HOME_PATH=/opt/gone does not exist")

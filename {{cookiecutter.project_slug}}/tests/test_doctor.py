@@ -17,7 +17,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel
 {%- endif %}
 
 from {{ cookiecutter.package_name }} import model
-from {{ cookiecutter.package_name }}.toolkit import backend, doctor
+from {{ cookiecutter.package_name }}.toolkit import doctor
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, npu_status
 {%- if cache %}
 from {{ cookiecutter.package_name }}.toolkit.compile_cache import CACHE_DIR
@@ -100,31 +100,10 @@ def test_json_carries_every_check(capsys):
         assert set(check) == {"name", "status", "detail", "fix", "blocking"}
 
 
-@pytest.fixture
-def install_torch_npu(tmp_path, monkeypatch, forget_torch_npu):
-    """install(init): a stand-in torch_npu with this __init__.py, and metadata matching torch, on
-    the path for this test."""
-
-    def install(init: str) -> None:
-        (tmp_path / "torch_npu").mkdir()
-        (tmp_path / "torch_npu" / "__init__.py").write_text(init)
-        metadata = tmp_path / "torch_npu-9.9.9.dist-info"
-        metadata.mkdir()
-        torch_version = doctor.base_version(doctor.installed_version("torch"))
-        (metadata / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: torch-npu\nVersion: 9.9.9\nRequires-Dist: torch=={torch_version}.*\n"
-        )
-        monkeypatch.syspath_prepend(tmp_path)
-        # Probe afresh: npu_status() remembers this process's real torch_npu, if it has one.
-        monkeypatch.setattr(backend, "npu_status", backend.probe_npu)
-
-    return install
-
-
 def test_torch_npu_that_cannot_load_points_at_cann(capsys, install_torch_npu):
     """A torch_npu failing on libhccl.so is a FAIL naming CANN, set_env.sh and the autoload trap."""
     install_torch_npu(
-        'raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")\n'
+        init='raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")\n'
     )
     code, report = run(capsys)
     assert code == 1
@@ -160,7 +139,7 @@ def test_half_sourced_cann_fails_with_the_fix(
     capsys, tmp_path, monkeypatch, install_torch_npu, state, expected
 ):
     """A torch_npu import that raises a bare Exception is a FAIL naming the variable and the fix."""
-    install_torch_npu(CANN_PACKAGE_CHECK)
+    install_torch_npu(init=CANN_PACKAGE_CHECK)
     home = tmp_path / ("missing" if state == "home-missing" else "cann")
     if state != "home-missing":
         (home / "opp").mkdir(parents=True)
@@ -182,7 +161,7 @@ def test_half_sourced_cann_fails_with_the_fix(
 
 def test_cann_home_without_opp_or_runtime_fails(capsys, tmp_path, monkeypatch, install_torch_npu):
     """With torch_npu installed, ASCEND_HOME_PATH without ASCEND_OPP_PATH or runtime/ FAILs."""
-    install_torch_npu(CANN_PACKAGE_CHECK)
+    install_torch_npu(init=CANN_PACKAGE_CHECK)
     home = tmp_path / "cann"
     (home / "compiler").mkdir(parents=True)
     monkeypatch.setenv("ASCEND_HOME_PATH", str(home))

@@ -1,0 +1,630 @@
+{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+"""Each doctor check on its own, on a machine set up for it: the whole line a user reads, with
+its status, its fix, and whether it stops the MRE."""
+
+import json
+import platform
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from {{ cookiecutter.package_name }} import model
+from {{ cookiecutter.package_name }}.toolkit import backend, doctor
+from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV
+from {{ cookiecutter.package_name }}.toolkit.contract import constant_note
+from {{ cookiecutter.package_name }}.toolkit.doctor import Check
+
+TORCH = "{{ cookiecutter.__torch_version }}"
+"""The torch release the pinned torch_npu needs."""
+PINNED = "{{ cookiecutter.torch_npu_version }}"
+SOURCE_CANN = "source <CANN>/set_env.sh, e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh"
+CAPTURE_SOCS = "Atlas A2 (Ascend910B1-B4), Atlas A3 (Ascend910_93xx) or Ascend 950"
+MODEL_FIX = "fix model.py: README, section 'Your own model'"
+MRE = "{{ cookiecutter.package_name }}.mre"
+DOCTOR = "python -m {{ cookiecutter.package_name }} doctor"
+"""How a user calls the doctor, and what its usage calls it."""
+
+
+@pytest.fixture(autouse=True)
+def default_backend(monkeypatch):
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
+
+
+@pytest.fixture
+def no_torch_npu(monkeypatch, installed):
+    """torch_npu neither importable nor installed, wherever this runs, and probed afresh."""
+    # A None entry makes importlib.util.find_spec() answer "not installed".
+    monkeypatch.setitem(sys.modules, "torch_npu", None)
+    installed("torch-npu", None)
+    monkeypatch.setattr(backend, "npu_status", backend.probe_npu)
+
+
+def test_the_python_line_names_version_and_interpreter():
+    """The python line says which Python runs the doctor, and from where."""
+    expected = Check("python", "OK", f"{platform.python_version()} ({sys.executable})")
+    assert doctor.check_python() == expected
+
+
+# --- versions: torch and torch_npu as their metadata says (importlib.metadata)
+
+
+def test_without_torch_nothing_can_run(installed):
+    """No torch: a blocking FAIL whose fix installs the project."""
+    installed("torch", None)
+    expected = Check(
+        "versions", "FAIL", "torch is not installed", 'pip install -e "."', blocking=True
+    )
+    assert doctor.check_versions() == expected
+
+
+def test_without_torch_npu_the_versions_line_names_torch(installed):
+    """No torch_npu: OK, naming torch's version, the local build tag included."""
+    installed("torch", f"{TORCH}+cpu")
+    installed("torch-npu", None)
+    expected = Check("versions", "OK", f"torch {TORCH}+cpu (torch_npu not installed)")
+    assert doctor.check_versions() == expected
+
+
+def test_the_pinned_torch_npu_beside_its_torch_is_a_matching_pair(installed):
+    """torch X+cpu and the pinned torch_npu requiring torch==X.* (its wheel's metadata) match."""
+    installed("torch", f"{TORCH}+cpu")
+    installed("torch_npu", PINNED, f"torch=={TORCH}.*", "numpy", "pyyaml")
+    expected = Check("versions", "OK", f"torch {TORCH}+cpu, torch_npu {PINNED}, a matching pair")
+    assert doctor.check_versions() == expected
+
+
+def test_torch_npu_beside_another_torch_fails_with_the_install_command(installed):
+    """A torch that torch_npu does not require: FAIL naming both and the torch to install."""
+    installed("torch", "2.5.1+cpu")
+    installed("torch_npu", PINNED, "numpy", f"torch=={TORCH}.*", "pyyaml")
+    expected = Check(
+        "versions",
+        "FAIL",
+        f"torch 2.5.1+cpu, torch_npu {PINNED}: torch_npu {PINNED} needs torch {TORCH}",
+        f"pip install torch=={TORCH} --index-url https://download.pytorch.org/whl/cpu",
+    )
+    assert doctor.check_versions() == expected
+
+
+def test_another_torch_npu_release_for_this_torch_warns(installed):
+    """A torch_npu release other than the pinned one, for the same torch: WARN naming the pin."""
+    installed("torch", f"{TORCH}+cpu")
+    installed("torch_npu", f"{TORCH}.post9", f"torch=={TORCH}.*")
+    detail = f"torch {TORCH}+cpu, torch_npu {TORCH}.post9; this project pins torch_npu {PINNED}"
+    assert doctor.check_versions() == Check("versions", "WARN", detail)
+
+
+@pytest.mark.parametrize(
+    "requirement",
+    [
+        "torch==2.13.0.*",  # torch-npu 2.13.0's wheel
+        "torch==2.13.0",
+        "torch (==2.13.0)",  # the Metadata 1.2 form of older wheels
+        "torch==2.13.0; python_version >= '3.9'",
+        "torch == 2.13.0+cpu",
+    ],
+)
+def test_the_torch_torch_npu_wants_is_read_from_its_requirements(installed, requirement):
+    """Whatever form the torch requirement takes, and wherever it is listed, its version is read
+    without a local build tag or wildcard."""
+    installed("torch_npu", "2.13.0", "numpy", requirement, "pyyaml")
+    assert doctor.torch_npu_wants() == "2.13.0"
+
+
+def test_a_torch_npu_that_requires_no_torch_wants_none(installed):
+    """Metadata without a torch requirement gives no torch version to insist on."""
+    installed("torch_npu", "2.13.0", "numpy", "torchvision==0.28.0")
+    assert doctor.torch_npu_wants() is None
+
+
+# --- torch-build: torch_npu refuses to load beside a CUDA build of torch
+
+
+@pytest.mark.parametrize(
+    ("cuda", "npu_version", "expected"),
+    [
+        ("12.6", PINNED, Check(
+            "torch-build",
+            "FAIL",
+            f"torch {TORCH}+cu126 is a CUDA build",
+            "install torch's CPU build: torch_npu refuses to load beside a CUDA build",
+        )),
+        ("12.6", None, Check("torch-build", "OK", f"torch {TORCH}+cu126")),
+        (None, PINNED, Check("torch-build", "OK", f"torch {TORCH}+cu126")),
+    ],
+    ids=["cuda-beside-torch_npu", "cuda-alone", "cpu-beside-torch_npu"],
+)  # fmt: skip
+def test_a_cuda_torch_fails_only_beside_torch_npu(
+    monkeypatch, installed, cuda, npu_version, expected
+):
+    """A CUDA build of torch is a FAIL with torch_npu installed, and fine without it."""
+    monkeypatch.setattr(torch, "__version__", f"{TORCH}+cu126")
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    installed("torch_npu", npu_version, f"torch=={TORCH}.*")
+    assert doctor.check_torch() == expected
+
+
+# --- torch_npu and the NPU
+
+
+def test_without_torch_npu_graph_mode_falls_back(no_torch_npu):
+    """No torch_npu: a WARN that says the stand-in runs, and how to install it on an NPU host."""
+    expected = Check(
+        "torch_npu",
+        "WARN",
+        "not installed: graph mode falls back to the stand-in",
+        'on an Ascend machine: pip install -e ".[npu]"',
+    )
+    assert doctor.check_torch_npu() == [expected]
+
+
+def test_a_torch_npu_that_cannot_load_fails_with_cann_and_the_autoload_trap(install_torch_npu):
+    """A torch_npu that cannot find libhccl.so: FAIL naming the error, set_env.sh, and
+    TORCH_DEVICE_BACKEND_AUTOLOAD for the meantime."""
+    missing = "libhccl.so: cannot open shared object file: No such file or directory"
+    install_torch_npu(init=f"raise ImportError({missing!r})\n")
+    expected = Check(
+        "torch_npu",
+        "FAIL",
+        f"installed but unusable: CANN is not sourced ({missing})",
+        "source the CANN set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh); meanwhile "
+        "`import torch` elsewhere fails unless TORCH_DEVICE_BACKEND_AUTOLOAD=0",
+    )
+    assert doctor.check_torch_npu() == [expected]
+
+
+def test_torch_npu_without_a_visible_npu_fails_with_where_to_look(install_torch_npu):
+    """torch_npu imports but counts no NPU: OK for torch_npu, FAIL for the NPU with what to check."""
+    install_torch_npu(count=0)
+    assert doctor.check_torch_npu() == [
+        Check("torch_npu", "OK", f"torch_npu {PINNED} imports"),
+        Check(
+            "npu",
+            "FAIL",
+            "no NPU visible",
+            "check `npu-smi info`, the driver, and ASCEND_RT_VISIBLE_DEVICES",
+        ),
+    ]
+
+
+def test_an_npu_the_runtime_cannot_open_is_not_visible(install_torch_npu):
+    """The driver counts an NPU that torch_npu's runtime cannot use (is_available() False): FAIL,
+    as with none."""
+    install_torch_npu(count=1, available=False)
+    assert doctor.check_torch_npu()[1].detail == "no NPU visible"
+
+
+def test_npus_that_cannot_capture_warn_naming_those_that_can(install_torch_npu):
+    """Eight Ascend 310P NPUs: a WARN naming the count and the SoC, whose fix names the SoCs
+    that capture."""
+    install_torch_npu("Ascend310P3", count=8)
+    assert doctor.check_torch_npu()[1] == Check(
+        "npu",
+        "WARN",
+        f"8 x Ascend310P3 cannot capture aclgraphs (npugraph_ex needs {CAPTURE_SOCS})",
+        f"run graph mode on {CAPTURE_SOCS}",
+    )
+
+
+def test_an_npu_that_captures_passes_with_the_aclop_advice(install_torch_npu):
+    """One Atlas A2 NPU: OK, with torch_npu's own advice for its aclop capture error."""
+    install_torch_npu("Ascend910B3")
+    detail = (
+        '1 x Ascend910B3, aclgraph capture supported; if a capture fails with "Cannot run aclop '
+        'operators during NPU graph capture", set torch.npu.config.allow_internal_format = False '
+        "before compiling; if it still fails, that operator has no aclnn implementation and "
+        "cannot be captured"
+    )
+    assert doctor.check_torch_npu() == [
+        Check("torch_npu", "OK", f"torch_npu {PINNED} imports"),
+        Check("npu", "OK", detail),
+    ]
+
+
+# --- CANN: its variables, its packages, and set_env.sh
+
+
+@pytest.fixture
+def ascend(tmp_path, monkeypatch, installed):
+    """A machine root with the usual set_env.sh places under it and no CANN variable set; it
+    has torch_npu installed unless a test says installed("torch-npu", None)."""
+    root = tmp_path / "root"
+    toolkit, cann = root / "usr/local/Ascend/ascend-toolkit", root / "usr/local/Ascend/cann"
+    scripts = (str(toolkit / "set_env.sh"), str(cann / "set_env.sh"))
+    monkeypatch.setattr(doctor, "SET_ENV_SCRIPTS", scripts)
+    for variable in ("ASCEND_HOME_PATH", "ASCEND_OPP_PATH"):
+        monkeypatch.delenv(variable, raising=False)
+    installed("torch_npu", PINNED, f"torch=={TORCH}.*")
+    return root
+
+
+def cann_install(folder, *parts):
+    """A CANN install at folder/latest with these packages, and folder/set_env.sh."""
+    home = folder / "latest"
+    home.mkdir(parents=True)
+    for part in parts:
+        (home / part).mkdir()
+    (folder / "set_env.sh").write_text("export ASCEND_HOME_PATH=...\n")
+    return home
+
+
+def test_without_torch_npu_cann_is_not_needed(ascend, installed):
+    """No torch_npu and no CANN: every CANN line is OK, with no fix to follow."""
+    installed("torch-npu", None)
+    assert doctor.check_cann() == [
+        Check("ASCEND_HOME_PATH", "OK", "not set (CANN not sourced)"),
+        Check("ASCEND_OPP_PATH", "OK", "not set (CANN not sourced)"),
+        Check("set_env.sh", "OK", "none found in the usual places"),
+    ]
+
+
+def test_torch_npu_without_cann_warns_on_each_line(ascend):
+    """torch_npu but no CANN anywhere: a WARN on each line, each with its fix."""
+    assert doctor.check_cann() == [
+        Check("ASCEND_HOME_PATH", "WARN", "not set (CANN not sourced)", SOURCE_CANN),
+        Check("ASCEND_OPP_PATH", "WARN", "not set (CANN not sourced)", SOURCE_CANN),
+        Check("set_env.sh", "WARN", "none found in the usual places", "install CANN"),
+    ]
+
+
+def test_a_sourced_cann_passes_naming_its_paths(ascend, monkeypatch):
+    """A complete, sourced CANN: each line OK with its path, set_env.sh the first usual one."""
+    home = cann_install(ascend / "usr/local/Ascend/ascend-toolkit", "runtime", "compiler", "opp")
+    cann_install(ascend / "usr/local/Ascend/cann")  # CANN 9.1's layout as well: found second
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(home))
+    monkeypatch.setenv("ASCEND_OPP_PATH", str(home / "opp"))
+    assert doctor.check_cann() == [
+        Check("ASCEND_HOME_PATH", "OK", str(home)),
+        Check("ASCEND_OPP_PATH", "OK", str(home / "opp")),
+        Check("cann-packages", "OK", f"runtime, compiler in {home}"),
+        Check("set_env.sh", "OK", str(ascend / "usr/local/Ascend/ascend-toolkit/set_env.sh")),
+    ]
+
+
+def test_set_env_sh_is_found_beside_a_cann_installed_elsewhere(ascend, monkeypatch):
+    """A CANN outside the usual places: its set_env.sh is found next to ASCEND_HOME_PATH."""
+    home = cann_install(ascend / "opt/cann", "runtime", "compiler", "opp")
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(home))
+    monkeypatch.setenv("ASCEND_OPP_PATH", str(home / "opp"))
+    assert doctor.check_cann()[-1] == Check("set_env.sh", "OK", str(ascend / "opt/cann/set_env.sh"))
+
+
+def test_a_half_sourced_cann_fails_naming_what_is_missing(ascend, monkeypatch):
+    """ASCEND_HOME_PATH set but not ASCEND_OPP_PATH, on a CANN without runtime/ and compiler/:
+    FAIL lines that name the missing variable and packages, with their fixes."""
+    home = cann_install(ascend / "opt/cann")
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(home))
+    assert doctor.check_cann()[:3] == [
+        Check("ASCEND_HOME_PATH", "OK", str(home)),
+        Check(
+            "ASCEND_OPP_PATH",
+            "FAIL",
+            "not set, though ASCEND_HOME_PATH is (CANN half-sourced)",
+            f"{SOURCE_CANN}: it sets both",
+        ),
+        Check(
+            "cann-packages",
+            "FAIL",
+            f"ASCEND_HOME_PATH={home} has no runtime/, compiler/",
+            f"install CANN's runtime and compiler package there, or {SOURCE_CANN} of a full CANN",
+        ),
+    ]
+
+
+def test_cann_variables_naming_missing_folders_fail(ascend, monkeypatch):
+    """ASCEND_HOME_PATH and ASCEND_OPP_PATH naming folders that do not exist: a FAIL each, whose
+    fix is to source set_env.sh or unset the variable; no package line for a missing home."""
+    home = ascend / "opt/gone"
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(home))
+    monkeypatch.setenv("ASCEND_OPP_PATH", str(home / "opp"))
+    assert doctor.check_cann() == [
+        Check(
+            "ASCEND_HOME_PATH",
+            "FAIL",
+            f"ASCEND_HOME_PATH={home} does not exist",
+            f"{SOURCE_CANN}, or unset ASCEND_HOME_PATH",
+        ),
+        Check(
+            "ASCEND_OPP_PATH",
+            "FAIL",
+            f"ASCEND_OPP_PATH={home}/opp does not exist",
+            f"{SOURCE_CANN}, or unset ASCEND_OPP_PATH",
+        ),
+        Check("set_env.sh", "WARN", "none found in the usual places", "install CANN"),
+    ]
+
+
+def test_without_torch_npu_a_partial_cann_is_no_failure(ascend, installed, monkeypatch):
+    """No torch_npu: a CANN home without ASCEND_OPP_PATH or packages fails nothing, since
+    nothing loads CANN."""
+    installed("torch-npu", None)
+    home = cann_install(ascend / "opt/cann")
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(home))
+    assert doctor.check_cann() == [
+        Check("ASCEND_HOME_PATH", "OK", str(home)),
+        Check("ASCEND_OPP_PATH", "OK", "not set (CANN not sourced)"),
+        Check("set_env.sh", "OK", str(ascend / "opt/cann/set_env.sh")),
+    ]
+
+
+# --- the backend: what torch lists, and what the MRE will use
+
+# torch.compile's backends as torch 2.13 lists them (list_backends()), without and with
+# torch_npu 2.13.0 installed: its wheel registers npu, npugraph_ex and npugraphs as entry points.
+TORCH_BACKENDS = ["cudagraphs", "inductor", "openxla", "tvm"]
+WITH_TORCH_NPU = ["cudagraphs", "inductor", "npu", "npugraph_ex", "npugraphs", "openxla", "tvm"]
+
+
+def test_a_registered_npugraph_ex_is_counted_among_the_backends(monkeypatch):
+    """torch lists npugraph_ex: OK, with how many backends it lists."""
+    monkeypatch.setattr(torch._dynamo, "list_backends", lambda: WITH_TORCH_NPU)
+    expected = Check("backends", "OK", "npugraph_ex is registered (7 backends)")
+    assert doctor.check_backends() == expected
+
+
+def test_an_unregistered_npugraph_ex_warns_listing_what_torch_sees(monkeypatch):
+    """torch does not list npugraph_ex: WARN naming the backends it does list."""
+    monkeypatch.setattr(torch._dynamo, "list_backends", lambda: TORCH_BACKENDS)
+    expected = Check(
+        "backends",
+        "WARN",
+        "npugraph_ex is not registered; torch sees cudagraphs, inductor, openxla, tvm",
+        "install torch_npu, which registers npugraph_ex",
+    )
+    assert doctor.check_backends() == expected
+
+
+def test_the_stand_in_backend_warns_with_its_reason(no_torch_npu, monkeypatch):
+    """Without torch_npu the MRE's backend line is a WARN: aot_eager, and why."""
+    reason = "no usable NPU (torch_npu is not installed); aot_eager stands in for npugraph_ex"
+    assert doctor.check_choice() == Check("mre-backend", "WARN", f"aot_eager: {reason}")
+
+
+def test_npugraph_ex_on_a_capturing_npu_is_ok(install_torch_npu):
+    """On an NPU that captures, the MRE's backend line is OK: npugraph_ex, and the SoC."""
+    install_torch_npu("Ascend910B2")
+    detail = f"npugraph_ex: Ascend NPU ready: Ascend910B2, torch_npu {PINNED}"
+    assert doctor.check_choice() == Check("mre-backend", "OK", detail)
+
+
+def test_a_backend_that_cannot_be_forced_stops_the_mre(no_torch_npu, monkeypatch):
+    """$NPUGRAPH_BACKEND=npugraph_ex off NPU: a blocking FAIL with the refusal and the fix."""
+    monkeypatch.setenv(BACKEND_ENV, "npugraph_ex")
+    expected = Check(
+        "mre-backend",
+        "FAIL",
+        "NPUGRAPH_BACKEND=npugraph_ex needs a usable NPU, but torch_npu is not installed; unset "
+        "NPUGRAPH_BACKEND",
+        "unset NPUGRAPH_BACKEND or fix its value",
+        blocking=True,
+    )
+    assert doctor.check_choice() == expected
+
+
+# --- the model contract
+
+
+@pytest.fixture
+def own_model(monkeypatch):
+    """own_model(build, inputs): model.py's build_model and example_inputs replaced."""
+
+    def use(build, inputs) -> None:
+        monkeypatch.setattr(model, "build_model", build)
+        monkeypatch.setattr(model, "example_inputs", inputs)
+
+    return use
+
+
+def test_a_model_that_keeps_the_contract_is_named_with_its_inputs(own_model):
+    """build_model() and example_inputs() that work: OK, naming the class and each input."""
+    own_model(lambda: nn.Linear(4, 2), lambda: (torch.ones(3, 4),))
+    detail = "build_model() gives Linear, example_inputs() [0] (3, 4) float32 on cpu"
+    assert doctor.check_model() == Check("model", "OK", detail)
+
+
+def test_the_model_is_built_from_the_mre_s_seed(own_model):
+    """Seed 0, build_model(), then example_inputs(), as the MRE runs them: a number drawn in
+    example_inputs() is reported with the value the MRE gets."""
+
+    def inputs():
+        return (torch.ones(3), round(torch.rand(()).item(), 4))
+
+    own_model(lambda: nn.Linear(3, 3), inputs)
+    torch.manual_seed(0)
+    nn.Linear(3, 3)
+    drawn = inputs()[1]
+    assert f"[1] float {drawn};" in doctor.check_model().detail
+
+
+def test_constant_inputs_warn_with_a_note_and_fix_for_each(own_model):
+    """Two non-tensor inputs: one WARN whose detail and fix carry each one's note, in order."""
+    own_model(lambda: nn.Linear(3, 3), lambda: (torch.ones(3), 0.5, 2))
+    float_note, float_fix = constant_note("[1]", 0.5)
+    int_note, int_fix = constant_note("[2]", 2)
+    inputs = "[0] (3,) float32 on cpu, [1] float 0.5, [2] int 2"
+    assert doctor.check_model() == Check(
+        "model",
+        "WARN",
+        f"build_model() gives Linear, example_inputs() {inputs}; {float_note}; {int_note}",
+        f"{float_fix}; {int_fix}",
+    )
+
+
+def test_inputs_breaking_the_contract_stop_the_mre_with_the_contract_s_words(own_model):
+    """example_inputs() returning a bare tensor: a blocking FAIL that says how to return it."""
+    own_model(lambda: nn.Linear(3, 3), lambda: torch.ones(3))
+    detail = (
+        "example_inputs() must return a tuple of positional inputs, got Tensor; for one input "
+        "write `return (x,)`"
+    )
+    assert doctor.check_model() == Check("model", "FAIL", detail, MODEL_FIX, blocking=True)
+
+
+def test_inputs_the_project_cannot_move_to_the_device_stop_the_mre(own_model):
+    """The project moves example_inputs() to the device: tensors on the meta device, which hold
+    no data, cannot be moved, and the doctor says so as the MRE would fail."""
+    own_model(lambda: nn.Linear(3, 3), lambda: (torch.ones(3, device="meta"),))
+    detail = "model.py fails: NotImplementedError: Cannot copy out of meta tensor; no data!"
+    assert doctor.check_model() == Check("model", "FAIL", detail, MODEL_FIX, blocking=True)
+
+
+def test_a_model_py_that_raises_stops_the_mre_with_the_error_s_first_line(own_model):
+    """build_model() raising: a blocking FAIL with the error's type and first line."""
+
+    def broken():
+        raise ValueError("hidden size 33 is not divisible by 4 heads\nin layer 0")
+
+    own_model(broken, lambda: (torch.ones(3),))
+    detail = "model.py fails: ValueError: hidden size 33 is not divisible by 4 heads"
+    assert doctor.check_model() == Check("model", "FAIL", detail, MODEL_FIX, blocking=True)
+
+
+def test_a_build_model_that_gives_no_module_stops_the_mre(own_model):
+    """build_model() returning a function: a blocking FAIL naming what it returned."""
+    own_model(lambda: torch.sin, lambda: (torch.ones(3),))
+    detail = "build_model() returned builtin_function_or_method, not a torch.nn.Module"
+    assert doctor.check_model() == Check("model", "FAIL", detail, MODEL_FIX, blocking=True)
+
+
+# --- the MRE module
+
+
+def test_the_mre_module_imports():
+    """The MRE module imports: OK, naming it."""
+    assert doctor.check_mre_imports() == Check("mre-import", "OK", f"{MRE} imports")
+
+
+def test_an_mre_that_cannot_import_stops_everything_with_how_to_see_why(monkeypatch):
+    """The MRE module failing to import: a blocking FAIL with the error and the command that
+    shows its traceback."""
+    monkeypatch.setitem(sys.modules, MRE, None)
+    expected = Check(
+        "mre-import",
+        "FAIL",
+        f"{MRE} does not import: ModuleNotFoundError: import of {MRE} halted; None in sys.modules",
+        f"python -m {MRE} shows the traceback",
+        blocking=True,
+    )
+    assert doctor.check_mre_imports() == expected
+
+
+# --- the report
+
+
+def test_a_crashing_check_becomes_a_fail_line_named_after_it(monkeypatch):
+    """A check that raises is a FAIL named after the check, quoting the error; the rest still run
+    and a check's list of lines is reported line by line."""
+
+    def check_explodes():
+        raise OSError("disk on fire")
+
+    def check_two_lines():
+        return [Check("first", "OK", "one"), Check("second", "WARN", "two")]
+
+    monkeypatch.setattr(doctor, "CHECKS", (check_explodes, check_two_lines))
+{%- if tp %}
+    monkeypatch.setattr(doctor, "RANK_CHECKS", ())
+{%- endif %}
+    assert doctor.run_checks() == [
+        Check("explodes", "FAIL", "the check itself failed: OSError('disk on fire')"),
+        Check("first", "OK", "one"),
+        Check("second", "WARN", "two"),
+    ]
+
+
+def test_every_blocking_failure_is_named_in_the_verdict():
+    """Two blocking FAILs, a non-blocking one aside: exit 2, naming both in order."""
+    checks = [
+        Check("versions", "FAIL", "torch is not installed", blocking=True),
+        Check("npu", "FAIL", "no NPU visible"),
+        Check("model", "FAIL", "model.py fails", blocking=True),
+    ]
+    assert doctor.verdict(checks) == (2, "the MRE cannot run here: fix versions, model first")
+
+
+def test_the_fallback_verdict_points_at_the_lines_above():
+    """No blocking FAIL and no graph-mode backend: exit 1, pointing at the WARN and FAIL lines."""
+    summary = "the MRE runs here, but falls back to a stand-in: see WARN and FAIL above"
+    assert doctor.verdict([Check("mre-backend", "WARN", "aot_eager: no NPU")]) == (1, summary)
+    assert doctor.verdict([Check("python", "OK", "3.11")]) == (1, summary)
+
+
+def test_the_report_aligns_names_shows_fixes_only_for_problems_and_ends_with_the_verdict():
+    """One line per check, names padded to the longest; a fix line under WARN and FAIL only; a
+    blank line, then the verdict."""
+    checks = [
+        Check("python", "OK", "3.11", "never shown"),
+        Check("mre-backend", "WARN", "aot_eager: no NPU", "run on an NPU"),
+        Check("npu", "FAIL", "no NPU visible"),
+    ]
+    assert doctor.render(checks, "the verdict") == (
+        "OK    python       3.11\n"
+        "WARN  mre-backend  aot_eager: no NPU\n"
+        "                   fix: run on an NPU\n"
+        "FAIL  npu          no NPU visible\n"
+        "\n"
+        "the verdict"
+    )
+
+
+@pytest.fixture
+def two_checks(monkeypatch):
+    """A doctor whose only checks are an OK python line and a WARN backend line with a fix."""
+
+    def checks():
+        return [
+            Check("python", "OK", "3.11"),
+            Check("mre-backend", "WARN", "aot_eager: no NPU", "run on an NPU"),
+        ]
+
+    monkeypatch.setattr(doctor, "CHECKS", (checks,))
+{%- if tp %}
+    monkeypatch.setattr(doctor, "RANK_CHECKS", ())
+{%- endif %}
+
+
+def test_the_doctor_prints_its_report_and_exits_with_the_verdict(capsys, two_checks):
+    """Without options: the report on stdout, exit 1 for a fallback."""
+    assert doctor.main([]) == 1
+    assert capsys.readouterr().out == (
+        "OK    python       3.11\n"
+        "WARN  mre-backend  aot_eager: no NPU\n"
+        "                   fix: run on an NPU\n"
+        "\n"
+        "the MRE runs here, but falls back to a stand-in: see WARN and FAIL above\n"
+    )
+
+
+def test_json_is_one_indented_object_with_verdict_summary_and_checks(capsys, two_checks):
+    """--json: one object, indented by 2, with the verdict, its summary and every field of each
+    check."""
+    assert doctor.main(["--json"]) == 1
+    output = capsys.readouterr().out
+    assert json.loads(output) == {
+        "verdict": 1,
+        "summary": "the MRE runs here, but falls back to a stand-in: see WARN and FAIL above",
+        "checks": [
+            {"name": "python", "status": "OK", "detail": "3.11", "fix": "", "blocking": False},
+            {
+                "name": "mre-backend",
+                "status": "WARN",
+                "detail": "aot_eager: no NPU",
+                "fix": "run on an NPU",
+                "blocking": False,
+            },
+        ],
+    }
+    assert output.startswith('{\n  "verdict": 1,\n  "summary": ')
+
+
+def test_help_says_what_the_doctor_answers(capsys):
+    """--help: the usage under the name it is called by, the doctor's question and --json."""
+    with pytest.raises(SystemExit) as exit_info:
+        doctor.main(["--help"], prog=DOCTOR)
+    assert exit_info.value.code == 0
+    words = " ".join(capsys.readouterr().out.split())
+    assert words.startswith(f"usage: {DOCTOR} [-h] [--json]")
+    assert "Why won't graph mode run here? One screen of OK / WARN / FAIL lines" in words
+    assert "--json print one JSON object instead" in words
