@@ -413,6 +413,7 @@ class Bundler:
     def bundle(self) -> str:
         entry = self.module(ENTRY)
         self.enter(ENTRY)
+        self.refuse_module_objects(entry)
         for definition in entry.definitions:
             self.emit(definition)
         self.refuse_data_files()
