@@ -212,8 +212,10 @@ def test_a_file_that_fails_as_the_mre_fails_is_written_with_exit_2(monkeypatch, 
     path = tmp_path / "mre.py"
     assert run_export("-o", str(path), "--target", "portable") == (
         2,
-        f"wrote {path} (portable target): the file fails when run {export.ISOLATED}, "
-        f"{FAILS_HERE}:\n    ModuleNotFoundError: No module named '{MISSING}'\n",
+        (
+            f"wrote {path} (portable target): the file fails when run {export.ISOLATED}, "
+            f"{FAILS_HERE}:\n    ModuleNotFoundError: No module named '{MISSING}'\n"
+        ),
     )
     assert path.exists()
 
@@ -389,8 +391,7 @@ def test_a_file_whose_leaves_differ_is_judged_1_with_the_first_differences():
     assert code == 1
     lines = [f"[{i}]: int {i + 1} where eager has int {i}" for i in range(8)]
     assert message == (
-        "\n    ".join(lines)
-        + f"\n  the file, run {export.ISOLATED}, differs from the MRE's output"
+        "\n    ".join(lines) + f"\n  the file, run {export.ISOLATED}, differs from the MRE's output"
     )
 
 
@@ -399,8 +400,10 @@ def test_a_file_whose_output_has_other_leaves_is_judged_1_naming_them():
     file, mre = export.Run({"[0]": 1, "[1]": 2}), export.Run({"[0]": 1})
     assert export.judge(file, mre, "the file") == (
         1,
-        "the output's structure differs: leaves [0], [1] where the MRE has [0]\n"
-        f"  the file, run {export.ISOLATED}, differs from the MRE's output",
+        (
+            "the output's structure differs: leaves [0], [1] where the MRE has [0]\n"
+            f"  the file, run {export.ISOLATED}, differs from the MRE's output"
+        ),
     )
 
 
@@ -419,8 +422,10 @@ def test_an_mre_that_fails_where_the_file_runs_is_judged_1_error_first():
     mre = export.Run(error="RuntimeError: the MRE broke")
     assert export.judge(export.Run({"output": 1}), mre, "its portable rendering") == (
         1,
-        "RuntimeError: the MRE broke\n"
-        f"  the MRE fails here, while its portable rendering runs {export.ISOLATED}",
+        (
+            "RuntimeError: the MRE broke\n"
+            f"  the MRE fails here, while its portable rendering runs {export.ISOLATED}"
+        ),
     )
 
 
@@ -431,8 +436,10 @@ def test_a_file_that_fails_as_the_mre_fails_is_judged_2():
     mre = export.Run(error="ValueError: bad\nin the MRE")
     assert export.judge(file, mre, "the file") == (
         2,
-        f"the file fails when run {export.ISOLATED}, {FAILS_HERE}:\n    ValueError: bad\n"
-        "    in the file",
+        (
+            f"the file fails when run {export.ISOLATED}, {FAILS_HERE}:\n    ValueError: bad\n"
+            "    in the file"
+        ),
     )
 
 
@@ -651,14 +658,18 @@ def staged(monkeypatch) -> Stage:
 UNRUN = "the npu literals (.npu(), npugraph_ex) were not run: they need an NPU (no NPU here)"
 
 
-def test_the_npu_target_off_an_npu_is_proven_by_its_portable_rendering(staged, tmp_path, monkeypatch):
+def test_the_npu_target_off_an_npu_is_proven_by_its_portable_rendering(
+    staged, tmp_path, monkeypatch
+):
     """By default the npu target is written to mre_export.py; off an NPU its portable rendering
     is what runs, and the message says so, and what did not run."""
     monkeypatch.chdir(tmp_path)
     assert run_export() == (
         0,
-        f"wrote mre_export.py (npu target): its portable rendering ran {export.ISOLATED}, and "
-        f"matches the MRE's output\n  {UNRUN}\n",
+        (
+            f"wrote mre_export.py (npu target): its portable rendering ran {export.ISOLATED}, and "
+            f"matches the MRE's output\n  {UNRUN}\n"
+        ),
     )
     assert staged.rehearsed == [("# the portable file\n", "mre_export.py")]
     assert (tmp_path / "mre_export.py").read_text() == "# the npu file\n"
@@ -671,8 +682,10 @@ def test_the_npu_target_on_an_npu_is_proven_by_itself(staged, tmp_path, monkeypa
     code, message = run_export("-o", str(path), "--target", "npu")
     assert (code, message) == (
         0,
-        f"wrote {path} (npu target): the file ran {export.ISOLATED}, and matches the MRE's "
-        "output\n",
+        (
+            f"wrote {path} (npu target): the file ran {export.ISOLATED}, and matches the MRE's "
+            "output\n"
+        ),
     )
     assert staged.rehearsed == [("# the npu file\n", "bug.py")]
     assert path.read_text() == "# the npu file\n"
@@ -684,8 +697,10 @@ def test_a_file_that_differs_is_not_written_and_says_so(staged, tmp_path, monkey
     path = tmp_path / "bug.py"
     assert run_export("-o", str(path), "--target", "portable") == (
         1,
-        f"export: output: int 2 where eager has int 1\n  the file, run {export.ISOLATED}, "
-        f"differs from the MRE's output; nothing written to {path}\n",
+        (
+            f"export: output: int 2 where eager has int 1\n  the file, run {export.ISOLATED}, "
+            f"differs from the MRE's output; nothing written to {path}\n"
+        ),
     )
     assert not path.exists()
 
@@ -697,14 +712,18 @@ def test_a_file_that_fails_as_the_mre_does_is_written_exit_2(staged, tmp_path, m
     path = tmp_path / "bug.py"
     assert run_export("-o", str(path), "--target", "portable") == (
         2,
-        f"wrote {path} (portable target): the file fails when run {export.ISOLATED}, "
-        f"{FAILS_HERE}:\n    ValueError: bad\n",
+        (
+            f"wrote {path} (portable target): the file fails when run {export.ISOLATED}, "
+            f"{FAILS_HERE}:\n    ValueError: bad\n"
+        ),
     )
     assert path.read_text() == "# the portable file\n"
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_a_project_that_cannot_be_bundled_is_refused_before_anything_runs(staged, monkeypatch, tmp_path, target):
+def test_a_project_that_cannot_be_bundled_is_refused_before_anything_runs(
+    staged, monkeypatch, tmp_path, target
+):
     """A BundleError, from the file asked for or from the portable rendering the npu target runs
     off an NPU: exit 1, `cannot bundle` and the reason, nothing run, nothing written."""
 
@@ -747,11 +766,17 @@ def test_what_runs_to_prove_each_target(monkeypatch, npu_ok):
         "the file",
         "",
     )
-    expected = ("# the npu file\n", "the file", "") if npu_ok else (
-        "# the portable file\n",
-        "its portable rendering",
-        "the npu literals (.npu(), npugraph_ex) were not run: they need an NPU (the probe's "
-        "reason)",
+    expected = (
+        ("# the npu file\n", "the file", "")
+        if npu_ok
+        else (
+            "# the portable file\n",
+            "its portable rendering",
+            (
+                "the npu literals (.npu(), npugraph_ex) were not run: they need an NPU (the probe's "
+                "reason)"
+            ),
+        )
     )
     assert export.rehearsal("npu", "# the npu file\n") == expected
 

@@ -1,7 +1,6 @@
 """export's bundling, on small stand-in projects: what travels into the one file, in which order,
 how its imports read, and what is refused with which words."""
 
-import ast
 import importlib
 import sys
 from collections.abc import Callable, Iterator
@@ -71,8 +70,8 @@ PRELUDE = export.PORTABLE_PRELUDE + "\n"
 
 def test_your_modules_travel_whole_each_definition_after_what_it_needs(project):
     """Every statement of your model.py travels (one may register something), each after the
-    definitions it reads, docstrings of attributes with them; then the MRE, then its guard. The
-    portable prelude imports os, before anything else."""
+    definitions it reads (each statement that binds them), docstrings of attributes with them;
+    then the MRE, then its guard. The portable prelude imports os, before anything else."""
     project(
         {
             "model.py": '''\
@@ -83,27 +82,38 @@ from collections import OrderedDict
 
 
 def build_model():
-    return OrderedDict(width=WIDTH, sep=os.sep)
-
-
-WIDTH = 4
-"""The width: this docstring travels with it."""
+    return OrderedDict(width=WIDTH, sep=os.sep, sizes=SIZES)
 
 
 def unused():
     return "unused, yet it travels"
+
+
+WIDTH: int = 4
+"""The width: this docstring travels with it."""
+SIZES = [1]
+SIZES += [2]
 ''',
         }
     )
-    assert body(export.export("portable")) == PRELUDE + '''\
+    assert (
+        body(export.export("portable"))
+        == PRELUDE
+        + '''\
 from collections import OrderedDict
 
-WIDTH = 4
+SIZES = [1]
+
+
+SIZES += [2]
+
+
+WIDTH: int = 4
 """The width: this docstring travels with it."""
 
 
 def build_model():
-    return OrderedDict(width=WIDTH, sep=os.sep)
+    return OrderedDict(width=WIDTH, sep=os.sep, sizes=SIZES)
 
 
 def unused():
@@ -117,6 +127,7 @@ def infer_one_step():
 if __name__ == "__main__":
     infer_one_step()
 '''
+    )
 
 
 def test_comments_and_decorators_travel_with_the_statement_below_them(project):
@@ -143,7 +154,10 @@ def build_model():
 """,
         }
     )
-    assert body(export.export("portable")) == PRELUDE + '''\
+    assert (
+        body(export.export("portable"))
+        == PRELUDE
+        + """\
 import functools
 
 # A comment on line 1 travels with the statement on line 2.
@@ -168,7 +182,8 @@ def infer_one_step():
 
 if __name__ == "__main__":
     infer_one_step()
-'''
+"""
+    )
 
 
 def test_names_reach_across_packages_relative_absolute_and_renamed(project):
@@ -206,7 +221,11 @@ def build_model():
 """,
         }
     )
-    assert body(export.export("portable")) == "from __future__ import annotations\n\n" + PRELUDE + """\
+    assert (
+        body(export.export("portable"))
+        == "from __future__ import annotations\n\n"
+        + PRELUDE
+        + """\
 WIDTH = 4
 
 
@@ -224,6 +243,7 @@ build = build_model
 def infer_one_step():
     return Attention(build())
 """
+    )
 
 
 def test_toolkit_modules_bring_only_what_is_used_and_what_registers(project):
@@ -268,7 +288,11 @@ def lookup():
 """,
         }
     )
-    assert body(export.export("portable")) == "from __future__ import annotations\n\n" + PRELUDE + """\
+    assert (
+        body(export.export("portable"))
+        == "from __future__ import annotations\n\n"
+        + PRELUDE
+        + """\
 import json
 
 REGISTRY = {}
@@ -290,6 +314,7 @@ def show(value):
 def infer_one_step():
     return show(1)
 """
+    )
 
 
 def test_imports_merge_into_one_block_sorted_as_isort_sorts_them(project):
@@ -308,6 +333,7 @@ def infer_one_step():
     return F.relu(build_model())
 """,
             "model.py": """\
+import os.path
 import sys as system
 from collections.abc import Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping
 from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, cast, overload
@@ -318,7 +344,7 @@ from units import kilo, Meter, G, KB, PI as pi
 
 
 def build_model():
-    return [system, Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping, Any,
+    return [os, system, Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping, Any,
             ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, cast, overload,
             torch, F, kilo, Meter, G, KB, pi]
 """,
@@ -326,7 +352,10 @@ def build_model():
     )
     text = body(export.export("npu"), "npu")
     imports = text.partition("\n\n")[0]
-    assert imports + "\n" == """\
+    assert (
+        imports + "\n"
+        == """\
+import os.path
 import sys as system
 from collections.abc import Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping
 from typing import (
@@ -342,12 +371,16 @@ from typing import (
     overload,
 )
 """
-    assert text.partition("\n\n")[2].partition("\n\n")[0] + "\n" == """\
+    )
+    assert (
+        text.partition("\n\n")[2].partition("\n\n")[0] + "\n"
+        == """\
 import torch
 import torch.nn.functional as F
 import torch_npu  # noqa: F401  (the npu device and npugraph_ex)
 from units import KB, PI as pi, G, Meter, kilo
 """
+    )
 
 
 def test_the_npu_target_spells_out_what_select_backend_decides_on_an_npu(project):
@@ -388,7 +421,9 @@ def select_backend():
 """,
         }
     )
-    assert body(export.export("npu"), "npu") == '''\
+    assert (
+        body(export.export("npu"), "npu")
+        == """\
 import torch
 import torch_npu  # noqa: F401  (the npu device and npugraph_ex)
 
@@ -413,7 +448,8 @@ def infer_one_step():
     config = NPUGRAPH_EX_OPTIONS
     model = build_model().npu()
     return torch.compile(model, options=config)
-'''
+"""
+    )
     portable = body(export.export("portable"))
     assert portable.endswith("\n\n\n" + mre.partition("\n\n\n")[2])
     assert "def select_backend():" in portable
@@ -472,7 +508,9 @@ def infer_one_step():
     )
 
 
-@pytest.mark.parametrize("statement", ["from .layers import WIDTH", "from snippet.layers import WIDTH"])
+@pytest.mark.parametrize(
+    "statement", ["from .layers import WIDTH", "from snippet.layers import WIDTH"]
+)
 def test_a_project_import_inside_a_function_is_refused_at_its_line(project, statement):
     """An import of your modules inside a function or block cannot be bundled: its line, the fix.
     Other imports there are fine."""
@@ -578,7 +616,7 @@ def test_a_file_that_does_not_compile_is_refused_with_the_error():
 
 def test_a_module_that_is_not_python_source_is_refused():
     """A module this tool cannot read as source (built in, or missing) is named."""
-    for name in ["sys", "a_module_nowhere"]:
+    for name in ["sys", "a_module_nowhere", "a_package_nowhere.module"]:
         with pytest.raises(export.BundleError) as refused:
             export.source_of(name)
         assert str(refused.value) == f"{name} is not a Python source file this tool can bundle"
@@ -626,7 +664,11 @@ DATA_FILES = {
         ("from importlib.resources import files\n", 3, "importlib.resources"),
         ("from importlib import resources\n", 3, "importlib.resources"),
         ("import importlib.resources\n", 3, "importlib.resources"),
-        ("import importlib\n\nHERE = importlib.resources.files(__package__)\n", 5, "importlib.resources"),
+        (
+            "import importlib\n\nHERE = importlib.resources.files(__package__)\n",
+            5,
+            "importlib.resources",
+        ),
         ("import pkgutil\n", 3, "pkgutil"),
     ],
 )
@@ -693,3 +735,14 @@ def test_what_finds_no_data_file_of_yours_bundles(project, sources):
     none, and the toolkit's own use of __file__: none stops the export."""
     project(sources)
     assert "def build_model():" in export.export("portable")
+
+
+def test_an_import_from_a_package_that_does_not_exist_is_refused_naming_it(project):
+    """`from .missing.deep import helper`: the module export cannot find is named, no traceback."""
+    message = refusal(
+        project,
+        {
+            "model.py": "from .missing.deep import helper\n\n\ndef build_model():\n    return helper()\n"
+        },
+    )
+    assert message == f"{STAND_IN}.missing.deep is not a Python source file this tool can bundle"

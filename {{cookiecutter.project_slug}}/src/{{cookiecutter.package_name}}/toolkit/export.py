@@ -176,7 +176,10 @@ def absolute(module: Module, node: ast.ImportFrom) -> str:
 
 
 def source_of(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
+    try:
+        spec = importlib.util.find_spec(name)
+    except ModuleNotFoundError:  # its package is missing
+        spec = None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         raise BundleError(f"{name} is not a Python source file this tool can bundle")
     return Path(spec.origin)
