@@ -2,6 +2,7 @@
 how its imports read, and what is refused with which words."""
 
 import importlib
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -319,46 +320,57 @@ def infer_one_step():
 
 def test_imports_merge_into_one_block_sorted_as_isort_sorts_them(project):
     """The imports of every module merge: standard library, then third party, each sorted, names
-    in isort's order (CONSTANTS, Classes, functions), a line longer than 100 characters wrapped;
-    an import spelled two ways that binds the same thing is written once."""
+    in isort's order (CONSTANTS, Classes, functions), case aside, a renamed one on a line of its
+    own, a line longer than 100 characters wrapped;
+    imports spelled two ways that bind the same thing (`import os`, `import os.path`) are one."""
     project(
         {
             "mre.py": """\
+import os
+
 import torch.nn.functional as F
 
 from .model import build_model
 
 
 def infer_one_step():
-    return F.relu(build_model())
+    return F.relu(build_model()), os.sep
 """,
             "model.py": """\
 import os.path
 import sys as system
 from collections.abc import Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping
-from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, cast
 
+import numpy as np
+import PIL
 import torch
+import torchaudio
+from numpy import ndarray
+from PIL import Image
+from torch import is_tensor, isfinite
 from torch.nn import functional as F
-from units import kilo, Meter, G, KB, PI as pi
+from units import kilo, Meter, G, KB, PI as pi, meter as m
 
 
 def build_model():
-    return [os, system, Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping, Any,
-            ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, cast, overload,
-            torch, F, kilo, Meter, G, KB, pi]
+    return (
+        os, system, Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping,
+        TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, cast,
+        np, PIL, torch, torchaudio, ndarray, Image, is_tensor, isfinite, F, kilo, Meter, G, KB, pi, m,
+    )
 """,
         }
     )
     text = body(export.export("npu"), "npu")
-    imports = text.partition("\n\n")[0]
     assert (
-        imports + "\n"
+        text.partition("\n\n\ndef build_model():")[0] + "\n"
         == """\
 import os.path
 import sys as system
 from collections.abc import Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping
 from typing import (
+    TYPE_CHECKING,
     Any,
     ClassVar,
     Final,
@@ -368,17 +380,20 @@ from typing import (
     Protocol,
     TypeVar,
     cast,
-    overload,
 )
-"""
-    )
-    assert (
-        text.partition("\n\n")[2].partition("\n\n")[0] + "\n"
-        == """\
+
+import numpy as np
+import PIL
 import torch
 import torch.nn.functional as F
 import torch_npu  # noqa: F401  (the npu device and npugraph_ex)
-from units import KB, PI as pi, G, Meter, kilo
+import torchaudio
+from numpy import ndarray
+from PIL import Image
+from torch import is_tensor, isfinite
+from units import KB, G, Meter, kilo
+from units import PI as pi
+from units import meter as m
 """
     )
 
@@ -722,13 +737,25 @@ def build_model():
         {"model.py": "def build_model():\n    return 1\n", "weights.pt": ""},
         {"model.py": "HERE = __file__\n\n\ndef build_model():\n    return 1\n", "py.typed": ""},
         {
-            "mre.py": ENTRY.replace("from .model", "from .toolkit.files import HERE\nfrom .model"),
+            "mre.py": ENTRY.replace(
+                "from .model", "from .toolkit.files import HERE\nfrom .model"
+            ).replace("return build_model()", "return build_model(), HERE"),
             "model.py": "def build_model():\n    return 1\n",
             "toolkit/files.py": "HERE = __file__\n",
             "weights.pt": "",
         },
+        {
+            "model.py": "from . import pkgutil  # noqa: F401\n\n\ndef build_model():\n    return 1\n",
+            "pkgutil.py": "print('a module of yours, not the standard library one')\n",
+            "weights.pt": "",
+        },
     ],
-    ids=["data files that no module of yours finds", "no data files", "found by the toolkit"],
+    ids=[
+        "data files that no module of yours finds",
+        "no data files",
+        "found by the toolkit",
+        "a module of yours named like a locating one",
+    ],
 )
 def test_what_finds_no_data_file_of_yours_bundles(project, sources):
     """Data files that no module of yours locates, a module that locates files where there are
@@ -746,3 +773,31 @@ def test_an_import_from_a_package_that_does_not_exist_is_refused_naming_it(proje
         },
     )
     assert message == f"{STAND_IN}.missing.deep is not a Python source file this tool can bundle"
+
+
+@pytest.mark.parametrize(
+    ("first", "gap"),
+    [
+        ("def build_model():\n    return functools\n", 2),
+        ("@functools.cache\ndef build_model():\n    return 1\n", 2),
+        ("class Model:\n    pass\n\n\ndef build_model():\n    return Model, functools\n", 2),
+        ("# The model.\ndef build_model():\n    return functools\n", 1),
+    ],
+    ids=["def", "decorator", "class", "comment"],
+)
+def test_the_definitions_follow_the_imports_as_ruff_format_spaces_them(project, first, gap):
+    """Two blank lines between the imports and a def or class (decorated or not), one before
+    anything else (isort's)."""
+    project({"model.py": f"import functools\n\n\n{first}"})
+    text = body(export.export("portable"))
+    assert text.startswith(f"{PRELUDE}import functools\n" + "\n" * gap + first.partition("\n")[0])
+
+
+def test_a_statement_python_refuses_outside_a_function_is_named_before_the_file_is_written(project):
+    """`return` at the top of a module: the compile error, in the target's file."""
+    message = refusal(project, {"model.py": "def build_model():\n    return 1\n\n\nreturn\n"})
+    assert re.fullmatch(
+        r"the bundled file does not compile: 'return' outside function "
+        r"\(<export --target portable>, line [0-9]+\)",
+        message,
+    )
