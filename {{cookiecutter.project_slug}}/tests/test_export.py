@@ -4,6 +4,7 @@
 
 import ast
 import contextlib
+import enum
 import functools
 import importlib.metadata
 import io
@@ -397,11 +398,11 @@ def test_a_file_whose_leaves_differ_is_judged_1_with_the_first_differences():
 
 def test_a_file_whose_output_has_other_leaves_is_judged_1_naming_them():
     """Leaves that are not the MRE's: both lists of leaves named."""
-    file, mre = export.Run({"[0]": 1, "[1]": 2}), export.Run({"[0]": 1})
+    file, mre = export.Run({"[0]": 1, "[1]": 2, "[2]": 3}), export.Run({"[0]": 1, "[1]": 2})
     assert export.judge(file, mre, "the file") == (
         1,
         (
-            "the output's structure differs: leaves [0], [1] where the MRE has [0]\n"
+            "the output's structure differs: leaves [0], [1], [2] where the MRE has [0], [1]\n"
             f"  the file, run {export.ISOLATED}, differs from the MRE's output"
         ),
     )
@@ -453,6 +454,13 @@ def test_a_file_that_fails_otherwise_than_the_mre_is_judged_1():
     )
 
 
+class Phase(enum.Enum):
+    """An output leaf that is neither a tensor nor a number."""
+
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
 class FakeProcess:
     """Stands in for the process rehearse() starts: it checks how it was started, then ends the
     way RUNNER's run of the file ends (`ending`): saved output, a failure file, or a crash."""
@@ -462,9 +470,11 @@ class FakeProcess:
         self.started: dict = {}
         self.killed = self.waited = False
         self.returncode = 0
+        self.cwd = Path()
 
     def __call__(self, command, cwd, stdout, stderr) -> "FakeProcess":
         path, result, package = command[3:]
+        self.cwd = Path(cwd)
         self.started = {
             "command": command[:3],
             "package": package,
@@ -474,14 +484,15 @@ class FakeProcess:
             "stdout": stdout,
         }
         if self.ending == "runs":
-            torch.save({"output": torch.ones(2)}, result)
+            torch.save({"[0]": torch.ones(2), "[1]": Phase.DECODE}, result)
         elif self.ending == "fails":
             failure = {"error": f"ValueError: bad value in {path}", "line": 2}
             Path(f"{result}.json").write_text(json.dumps(failure))
         elif self.ending == "fails nowhere":
             Path(f"{result}.json").write_text(json.dumps({"error": "ValueError: x", "line": None}))
         else:
-            stderr.write("".join(f"stderr line {i}\n" for i in range(12)) + "\n")
+            lines = 12 if self.ending == "dies" else 1
+            stderr.write("".join(f"stderr line {i}\n" for i in range(lines)) + "\n")
             self.returncode = -9
         return self
 
@@ -510,11 +521,17 @@ def fake_process(monkeypatch) -> Callable[[str], FakeProcess]:
     return fake
 
 
-def test_the_file_runs_alone_in_a_fresh_python_in_an_empty_folder(fake_process):
+def test_the_file_runs_alone_in_a_fresh_python_in_an_empty_folder(
+    fake_process, tmp_path, monkeypatch
+):
     """rehearse() starts this Python on RUNNER with the file alone in its folder, its output
-    saved elsewhere, this package made unimportable, the file's printing discarded."""
-    process = fake_process("runs")
+    saved elsewhere, this package made unimportable, the file's printing discarded; and it
+    leaves nothing behind, here or there."""
+    monkeypatch.chdir(tmp_path)
+    process = fake_process("dies")
     export.rehearse(TEXT, "mre.py")
+    assert list(tmp_path.iterdir()) == []
+    assert not process.cwd.exists()
     assert process.started == {
         "command": [sys.executable, "-c", export.RUNNER],
         "package": PACKAGE,
@@ -527,11 +544,13 @@ def test_the_file_runs_alone_in_a_fresh_python_in_an_empty_folder(fake_process):
 
 
 def test_the_output_the_file_saved_is_its_run(fake_process):
-    """A run that saved its output: that output, against the MRE's run made meanwhile."""
+    """A run that saved its output: that output, leaves that are not tensors too (torch's
+    weights-only loader refuses an enum), against the MRE's run made meanwhile."""
     fake_process("runs")
     file, mre = export.rehearse(TEXT, "mre.py")
-    assert list(file.output) == ["output"]
-    assert torch.equal(file.output["output"], torch.ones(2))
+    assert list(file.output) == ["[0]", "[1]"]
+    assert torch.equal(file.output["[0]"], torch.ones(2))
+    assert file.output["[1]"] is Phase.DECODE
     assert (file.error, mre) == ("", export.Run(error="mre"))
 
 
@@ -552,12 +571,15 @@ def test_a_failure_with_no_line_in_the_file_names_none(fake_process):
     assert file == export.Run(error="ValueError: x", where="")
 
 
-def test_a_process_that_dies_is_named_with_its_exit_status_and_last_words(fake_process):
+@pytest.mark.parametrize(("ending", "shown"), [("dies", range(4, 12)), ("dies at once", [0])])
+def test_a_process_that_dies_is_named_with_its_exit_status_and_last_words(
+    fake_process, ending, shown
+):
     """A run that saved nothing (killed, out of memory): its exit status and the last eight lines
-    it printed."""
-    fake_process("dies")
+    it printed, or all of them."""
+    fake_process(ending)
     file, _ = export.rehearse(TEXT, "mre.py")
-    last = "\n".join(f"stderr line {i}" for i in range(4, 12))
+    last = "\n".join(f"stderr line {i}" for i in shown)
     assert file == export.Run(error=f"the process exited -9: {last}")
 
 
@@ -577,7 +599,7 @@ def test_an_interrupted_rehearsal_stops_the_file_run(fake_process, monkeypatch):
 
 
 def test_the_mre_runs_here_in_an_empty_folder_output_leaf_by_leaf(monkeypatch, capsys):
-    """run_mre(): the MRE's step from an empty folder, the folder restored after, its report
+    """run_mre(): the MRE's step from an empty folder, the folder restored after, what it prints
     silenced, its output flattened to {leaf path: value}."""
     here, seen = Path.cwd(), {}
 
@@ -585,6 +607,7 @@ def test_the_mre_runs_here_in_an_empty_folder_output_leaf_by_leaf(monkeypatch, c
         seen["folder"] = sorted(os.listdir())
         seen["cwd"] = Path.cwd()
         print("the report")
+        sys.stdout.write("and a progress bar\n")
         return {"logits": torch.ones(2), "cache": (torch.zeros(1), 3)}
 
     monkeypatch.setattr(mre, "infer_one_step", infer_one_step)
