@@ -176,7 +176,10 @@ def absolute(module: Module, node: ast.ImportFrom) -> str:
 
 
 def source_of(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
+    try:
+        spec = importlib.util.find_spec(name)
+    except ModuleNotFoundError:  # its package is missing
+        spec = None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         raise BundleError(f"{name} is not a Python source file this tool can bundle")
     return Path(spec.origin)
@@ -396,8 +399,8 @@ class Bundler:
             if attribute:
                 self.resolve(self.module(origin), attribute)
                 if attribute != name:
-                    alias = Definition(module.name, f"{name} = {attribute}", {name}, {attribute})
-                    self.emit(alias)
+                    # It needs nothing more: `attribute` is resolved above, as `origin` means it.
+                    self.emit(Definition(module.name, f"{name} = {attribute}", {name}))
         elif name in LITERAL_NAMES and name not in module.external:
             # A name the npu target's literal form brings in (NPU_LITERALS).
             self.resolve(self.module(LITERAL_NAMES[name]), name)
@@ -413,6 +416,7 @@ class Bundler:
     def bundle(self) -> str:
         entry = self.module(ENTRY)
         self.enter(ENTRY)
+        self.refuse_module_objects(entry)
         for definition in entry.definitions:
             self.emit(definition)
         self.refuse_data_files()
@@ -481,13 +485,12 @@ def side_effect(definition: Definition) -> bool:
 
 
 def binding(statement: ast.stmt, name: str) -> str:
-    """What an import statement binds `name` to: `torch.nn.functional`, `torch.nn`, ..."""
-    for alias in statement.names:  # type: ignore[attr-defined]
-        if (alias.asname or alias.name.split(".")[0]) == name:
-            if isinstance(statement, ast.Import):
-                return alias.name if alias.asname else alias.name.split(".")[0]
-            return f"{statement.module}.{alias.name}"
-    return ""
+    """What an import statement that binds `name` binds it to: `torch.nn.functional`, `torch`, ..."""
+    names = statement.names  # type: ignore[attr-defined]
+    alias = next(alias for alias in names if (alias.asname or alias.name.split(".")[0]) == name)
+    if isinstance(statement, ast.Import):
+        return alias.name if alias.asname else name  # `import torch.nn` binds torch
+    return f"{statement.module}.{alias.name}"
 
 
 def import_lines(imports: dict[str, tuple[ast.stmt, str]], target: str) -> list[list[str]]:
@@ -509,13 +512,22 @@ def import_lines(imports: dict[str, tuple[ast.stmt, str]], target: str) -> list[
     for module in sorted(plain, key=lambda text: text.lower()):
         sections[third_party(module)].append(f"import {module}")
     for module in sorted(from_imports, key=str.lower):
-        names = ", ".join(sorted(from_imports[module], key=isort_key))
-        line = f"from {module} import {names}"
-        if len(line) > LINE_LENGTH:
-            inner = "".join(f"    {n},\n" for n in sorted(from_imports[module], key=isort_key))
-            line = f"from {module} import (\n{inner})"
-        sections[third_party(module)].append(line)
+        for names in from_statements(from_imports[module]):
+            line = f"from {module} import {', '.join(names)}"
+            if len(line) > LINE_LENGTH:
+                inner = "".join(f"    {name},\n" for name in names)
+                line = f"from {module} import (\n{inner})"
+            sections[third_party(module)].append(line)
     return [section for section in sections if section]
+
+
+def from_statements(names: set[str]) -> list[list[str]]:
+    """The names one module gives, as isort's statements: one for the plain names, one for each
+    renamed one (`name as other`, isort's default), each in its order by its first name."""
+    ordered = sorted(names, key=isort_key)
+    plain = [name for name in ordered if " as " not in name]
+    renamed = [[name] for name in ordered if " as " in name]
+    return sorted([plain, *renamed] if plain else renamed, key=lambda names: isort_key(names[0]))
 
 
 def third_party(module: str) -> int:

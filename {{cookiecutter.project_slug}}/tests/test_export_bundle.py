@@ -1,0 +1,803 @@
+"""export's bundling, on small stand-in projects: what travels into the one file, in which order,
+how its imports read, and what is refused with which words."""
+
+import importlib
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from {{ cookiecutter.package_name }}.toolkit import export
+
+STAND_IN = "snippet"
+"""The stand-in project's package: export bundles it in place of this project."""
+ENTRY = """\
+\"\"\"The MRE of the stand-in: its docstring stays behind.\"\"\"
+
+from .model import build_model
+
+
+def infer_one_step():
+    return build_model()
+
+
+if __name__ == "__main__":
+    infer_one_step()
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Iterator[Callable[..., Path]]:
+    """Write a stand-in project, {module path: source}, that export bundles instead of this one.
+
+    Every package folder gets an empty __init__.py unless given; mre.py defaults to ENTRY.
+    """
+    root = tmp_path / "src"
+    monkeypatch.syspath_prepend(root)
+    monkeypatch.setattr(export, "PACKAGE", STAND_IN)
+    monkeypatch.setattr(export, "TOOLKIT", f"{STAND_IN}.toolkit")
+    monkeypatch.setattr(export, "ENTRY", f"{STAND_IN}.mre")
+    literal_names = dict.fromkeys(export.LITERAL_NAMES, f"{STAND_IN}.toolkit.backend")
+    monkeypatch.setattr(export, "LITERAL_NAMES", literal_names)
+
+    def write(sources: dict[str, str]) -> Path:
+        package = root / STAND_IN
+        for name, text in {"mre.py": ENTRY, **sources}.items():
+            path = package / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        for folder in [package, *(path for path in package.rglob("*") if path.is_dir())]:
+            if folder.name != "__pycache__" and not (folder / "__init__.py").exists():
+                (folder / "__init__.py").write_text("")
+        importlib.invalidate_caches()
+        return package
+
+    yield write
+    for name in [name for name in sys.modules if name.partition(".")[0] == STAND_IN]:
+        del sys.modules[name]
+
+
+def body(text: str, target: str = "portable") -> str:
+    """The exported file after its header docstring, which test_header_* check."""
+    head = export.header(target) + "\n"
+    assert text.startswith(head)
+    return text[len(head) :]
+
+
+PRELUDE = export.PORTABLE_PRELUDE + "\n"
+
+
+def test_your_modules_travel_whole_each_definition_after_what_it_needs(project):
+    """Every statement of your model.py travels (one may register something), each after the
+    definitions it reads (each statement that binds them), docstrings of attributes with them;
+    then the MRE, then its guard. The portable prelude imports os, before anything else."""
+    project(
+        {
+            "model.py": '''\
+"""Your model: its module docstring stays behind."""
+
+import os
+from collections import OrderedDict
+
+
+def build_model():
+    return OrderedDict(width=WIDTH, sep=os.sep, sizes=SIZES)
+
+
+def unused():
+    return "unused, yet it travels"
+
+
+WIDTH: int = 4
+"""The width: this docstring travels with it."""
+SIZES = [1]
+SIZES += [2]
+''',
+        }
+    )
+    assert (
+        body(export.export("portable"))
+        == PRELUDE
+        + '''\
+from collections import OrderedDict
+
+SIZES = [1]
+
+
+SIZES += [2]
+
+
+WIDTH: int = 4
+"""The width: this docstring travels with it."""
+
+
+def build_model():
+    return OrderedDict(width=WIDTH, sep=os.sep, sizes=SIZES)
+
+
+def unused():
+    return "unused, yet it travels"
+
+
+def infer_one_step():
+    return build_model()
+
+
+if __name__ == "__main__":
+    infer_one_step()
+'''
+    )
+
+
+def test_comments_and_decorators_travel_with_the_statement_below_them(project):
+    """A statement travels with its decorators and the comment lines right above it, from the
+    file's first line on, indented or not; the comment a file ends with travels with nothing."""
+    project(
+        {
+            "model.py": """\
+# A comment on line 1 travels with the statement on line 2.
+WIDTH = 4
+
+import functools
+
+
+# Two comment lines
+# travel with the function below.
+def first():
+    return WIDTH
+    # return 2: an indented comment travels with the statement right below it
+@functools.cache
+def build_model():
+    return first()
+# The last line: a comment.
+""",
+        }
+    )
+    assert (
+        body(export.export("portable"))
+        == PRELUDE
+        + """\
+import functools
+
+# A comment on line 1 travels with the statement on line 2.
+WIDTH = 4
+
+
+# Two comment lines
+# travel with the function below.
+def first():
+    return WIDTH
+
+
+    # return 2: an indented comment travels with the statement right below it
+@functools.cache
+def build_model():
+    return first()
+
+
+def infer_one_step():
+    return build_model()
+
+
+if __name__ == "__main__":
+    infer_one_step()
+"""
+    )
+
+
+def test_names_reach_across_packages_relative_absolute_and_renamed(project):
+    """Absolute and relative imports of your names, from subpackages and their __init__.py, and
+    renamed ones (`import ... as build`): each definition arrives once, an alias after it."""
+    project(
+        {
+            "mre.py": '''\
+"""The MRE of the stand-in."""
+
+from __future__ import annotations
+
+from snippet.model import build_model as build
+
+from .layers import Attention
+
+
+def infer_one_step():
+    return Attention(build())
+''',
+            "layers/__init__.py": "from .attention import Attention\n",
+            "layers/attention.py": """\
+from ..model import WIDTH
+
+
+class Attention:
+    width = WIDTH
+""",
+            "model.py": """\
+WIDTH = 4
+
+
+def build_model():
+    return WIDTH
+""",
+        }
+    )
+    assert (
+        body(export.export("portable"))
+        == "from __future__ import annotations\n\n"
+        + PRELUDE
+        + """\
+WIDTH = 4
+
+
+def build_model():
+    return WIDTH
+
+
+class Attention:
+    width = WIDTH
+
+
+build = build_model
+
+
+def infer_one_step():
+    return Attention(build())
+"""
+    )
+
+
+def test_toolkit_modules_bring_only_what_is_used_and_what_registers(project):
+    """Of a toolkit module only the definitions the MRE reads travel; one imported whole
+    (`from .toolkit import registry`) brings its statements that run for their effect: calls and
+    `_private = ...`, with what they read. A __future__ import travels with what uses it."""
+    project(
+        {
+            "mre.py": """\
+from .toolkit import registry  # noqa: F401  (registers)
+from .toolkit.helpers import show
+
+
+def infer_one_step():
+    return show(1)
+""",
+            "toolkit/helpers.py": '''\
+"""A toolkit module."""
+
+from __future__ import annotations
+
+import json
+
+PREFIX = "> "
+
+
+def show(value):
+    return PREFIX + json.dumps(value)
+
+
+def unused():
+    return "stays behind"
+''',
+            "toolkit/registry.py": """\
+REGISTRY = {}
+_registered = REGISTRY.setdefault("snippet", "ready")
+print("registered")
+
+
+def lookup():
+    return REGISTRY
+""",
+        }
+    )
+    assert (
+        body(export.export("portable"))
+        == "from __future__ import annotations\n\n"
+        + PRELUDE
+        + """\
+import json
+
+REGISTRY = {}
+
+
+_registered = REGISTRY.setdefault("snippet", "ready")
+
+
+print("registered")
+
+
+PREFIX = "> "
+
+
+def show(value):
+    return PREFIX + json.dumps(value)
+
+
+def infer_one_step():
+    return show(1)
+"""
+    )
+
+
+def test_imports_merge_into_one_block_sorted_as_isort_sorts_them(project):
+    """The imports of every module merge: standard library, then third party, each sorted, names
+    in isort's order (CONSTANTS, Classes, functions), case aside, a renamed one on a line of its
+    own, a line longer than 100 characters wrapped;
+    imports spelled two ways that bind the same thing (`import os`, `import os.path`) are one."""
+    project(
+        {
+            "mre.py": """\
+import os
+
+import torch.nn.functional as F
+
+from .model import build_model
+
+
+def infer_one_step():
+    return F.relu(build_model()), os.sep
+""",
+            "model.py": """\
+import os.path
+import sys as system
+from collections.abc import Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, cast
+
+import numpy as np
+import PIL
+import torch
+import torchaudio
+from numpy import ndarray
+from PIL import Image
+from torch import is_tensor, isfinite
+from torch.nn import functional as F
+from units import kilo, Meter, G, KB, PI as pi, meter as m
+
+
+def build_model():
+    return (
+        os, system, Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping,
+        TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, cast,
+        np, PIL, torch, torchaudio, ndarray, Image, is_tensor, isfinite, F, kilo, Meter, G, KB, pi, m,
+    )
+""",
+        }
+    )
+    text = body(export.export("npu"), "npu")
+    assert (
+        text.partition("\n\n\ndef build_model():")[0] + "\n"
+        == """\
+import os.path
+import sys as system
+from collections.abc import Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Final,
+    Generic,
+    Literal,
+    NamedTuple,
+    Protocol,
+    TypeVar,
+    cast,
+)
+
+import numpy as np
+import PIL
+import torch
+import torch.nn.functional as F
+import torch_npu  # noqa: F401  (the npu device and npugraph_ex)
+import torchaudio
+from numpy import ndarray
+from PIL import Image
+from torch import is_tensor, isfinite
+from units import KB, G, Meter, kilo
+from units import PI as pi
+from units import meter as m
+"""
+    )
+
+
+def test_the_npu_target_spells_out_what_select_backend_decides_on_an_npu(project):
+    """--target npu writes the npugraph_ex backend, its options and .npu() literally, and brings
+    the definitions those literals name; select_backend() stays behind. portable keeps it."""
+    mre = """\
+import torch
+
+from .model import build_model
+from .toolkit.backend import select_backend
+
+
+def infer_one_step():
+    backend = select_backend()
+    config = backend.options
+    model = build_model().to(backend.device)
+    return torch.compile(model, options=config)
+"""
+    project(
+        {
+            "mre.py": mre,
+            "model.py": "def build_model():\n    return 1\n",
+            "toolkit/backend.py": """\
+NPUGRAPH_EX_OPTIONS = {"frozen_parameter": True}
+
+
+class Backend:
+    def __init__(self, name, device, reason):
+        self.name, self.device, self.reason = name, device, reason
+
+    @property
+    def options(self):
+        return NPUGRAPH_EX_OPTIONS if self.name == "npugraph_ex" else None
+
+
+def select_backend():
+    return Backend("aot_eager", "cpu", "the stand-in")
+""",
+        }
+    )
+    assert (
+        body(export.export("npu"), "npu")
+        == """\
+import torch
+import torch_npu  # noqa: F401  (the npu device and npugraph_ex)
+
+NPUGRAPH_EX_OPTIONS = {"frozen_parameter": True}
+
+
+class Backend:
+    def __init__(self, name, device, reason):
+        self.name, self.device, self.reason = name, device, reason
+
+    @property
+    def options(self):
+        return NPUGRAPH_EX_OPTIONS if self.name == "npugraph_ex" else None
+
+
+def build_model():
+    return 1
+
+
+def infer_one_step():
+    backend = Backend("npugraph_ex", "npu", "the npu target of the export")
+    config = NPUGRAPH_EX_OPTIONS
+    model = build_model().npu()
+    return torch.compile(model, options=config)
+"""
+    )
+    portable = body(export.export("portable"))
+    assert portable.endswith("\n\n\n" + mre.partition("\n\n\n")[2])
+    assert "def select_backend():" in portable
+
+
+def refusal(project, sources: dict[str, str]) -> str:
+    """Why export refuses the stand-in project written from `sources`."""
+    project(sources)
+    with pytest.raises(export.BundleError) as refused:
+        export.export("portable")
+    return str(refused.value)
+
+
+USES_MODULE_OBJECTS = """\
+from . import layers, blocks
+
+
+def build_model():
+    return layers.WIDTH + blocks.DEPTH
+"""
+
+
+@pytest.mark.parametrize("module", ["model.py", "mre.py"])
+def test_a_module_object_of_yours_is_refused_with_the_fix(project, module):
+    """`from . import layers` and then `layers.X`, in your model.py or the MRE: one file has no
+    modules; the first such name, and the fix."""
+    entry = ENTRY.replace("from .model import build_model", USES_MODULE_OBJECTS)
+    sources = {"model.py": USES_MODULE_OBJECTS} if module == "model.py" else {"mre.py": entry}
+    message = refusal(project, {**sources, "layers.py": "WIDTH = 4\n", "blocks.py": "DEPTH = 2\n"})
+    assert message == (
+        f"{module} uses the module object blocks: one file has no modules; import the names you "
+        "use instead (from .module import name)"
+    )
+
+
+def test_import_of_a_module_of_yours_is_refused_with_the_fix(project):
+    """`import snippet.model` binds a module object too: refused at its line, with the fix."""
+    message = refusal(
+        project,
+        {
+            "mre.py": """\
+\"\"\"The MRE.\"\"\"
+
+import json
+import snippet.model
+
+
+def infer_one_step():
+    return snippet.model.build_model()
+""",
+        },
+    )
+    assert message == (
+        "mre.py:4: `import snippet.model` binds a module object, which one file cannot hold; "
+        "import names instead (from snippet.model import ...)"
+    )
+
+
+@pytest.mark.parametrize(
+    "statement", ["from .layers import WIDTH", "from snippet.layers import WIDTH"]
+)
+def test_a_project_import_inside_a_function_is_refused_at_its_line(project, statement):
+    """An import of your modules inside a function or block cannot be bundled: its line, the fix.
+    Other imports there are fine."""
+    message = refusal(
+        project,
+        {
+            "model.py": f"""\
+def build_model():
+    import json
+    from torch import nn
+
+    {statement}
+    return json, nn, WIDTH
+""",
+            "layers.py": "WIDTH = 4\n",
+        },
+    )
+    assert message == (
+        "model.py:5: a project import inside a function or block cannot be bundled; move it to "
+        "the top of the module"
+    )
+
+
+def test_a_name_two_of_your_modules_define_is_refused(project):
+    """One file holds one of each name: both modules named, and the fix."""
+    message = refusal(
+        project,
+        {
+            "model.py": """\
+from .layers import scale
+
+WIDTH = 4
+
+
+def build_model():
+    return scale(WIDTH)
+""",
+            "layers.py": """\
+WIDTH = 8
+
+
+def scale(x):
+    return x * WIDTH
+""",
+        },
+    )
+    assert message == (
+        "`WIDTH` is defined in both snippet.model and snippet.layers: one file holds one of each "
+        "name; rename one of them"
+    )
+
+
+def test_a_name_two_modules_import_differently_is_refused(project):
+    """`encode` from json in one module and from pickle in another: both named, and the fix."""
+    message = refusal(
+        project,
+        {
+            "mre.py": """\
+from json import dumps as encode
+
+from .model import build_model
+
+
+def infer_one_step():
+    return encode(build_model())
+""",
+            "model.py": """\
+from pickle import dumps as encode
+
+
+def build_model():
+    return encode(1)
+""",
+        },
+    )
+    assert message == (
+        "`encode` is imported differently in snippet.model and snippet.mre; import it the same "
+        "way in both"
+    )
+
+
+def test_a_name_the_file_would_not_define_is_refused(project):
+    """A name your code reads and nothing defines (an import forgotten) is found before the file
+    is written, and named."""
+    message = refusal(
+        project,
+        {"model.py": "def build_model():\n    return np.zeros(3) + Missing\n"},
+    )
+    assert message == (
+        "the bundled file would use undefined names: Missing, np; define or import them at the "
+        "top of your modules"
+    )
+
+
+def test_a_file_that_does_not_compile_is_refused_with_the_error():
+    """verify() names the compile error, and which target's file it is in."""
+    with pytest.raises(export.BundleError) as refused:
+        export.verify("x = (\n", "npu")
+    message = str(refused.value)
+    assert message.startswith("the bundled file does not compile: ")
+    assert message.endswith(" (<export --target npu>, line 1)")
+
+
+def test_a_module_that_is_not_python_source_is_refused():
+    """A module this tool cannot read as source (built in, or missing) is named."""
+    for name in ["sys", "a_module_nowhere", "a_package_nowhere.module"]:
+        with pytest.raises(export.BundleError) as refused:
+            export.source_of(name)
+        assert str(refused.value) == f"{name} is not a Python source file this tool can bundle"
+
+
+def test_bundling_imports_none_of_your_modules(project):
+    """Telling a module from a name in one imports no plain module: bundling runs no model code."""
+    project(
+        {
+            "mre.py": """\
+from . import layers  # noqa: F401
+from .model import build_model
+
+
+def infer_one_step():
+    return build_model()
+""",
+            "model.py": "raise SystemExit('imported')\n\n\ndef build_model():\n    return 1\n",
+            "layers/__init__.py": "",
+        }
+    )
+    text = export.export("portable")
+    assert "def build_model():" in text
+    assert f"{STAND_IN}.model" not in sys.modules
+
+
+DATA_FILES = {
+    "weights.pt": "",
+    "assets/vocab.txt": "",
+    "assets/.cache/hidden.bin": "",
+    ".hidden": "",
+    "__pycache__/stale.dat": "",
+    "py.typed": "",
+    "stub.pyi": "",
+    "compiled.pyc": "",
+}
+"""Files beside the stand-in's modules: only the first two are data a model may read."""
+
+
+@pytest.mark.parametrize(
+    ("finds", "line", "through"),
+    [
+        ("HERE = Path(__file__).parent\n", 3, "__file__"),
+        ("HERE = Path(__spec__.origin).parent\n", 3, "__spec__"),
+        ("from importlib.resources import files\n", 3, "importlib.resources"),
+        ("from importlib import resources\n", 3, "importlib.resources"),
+        ("import importlib.resources\n", 3, "importlib.resources"),
+        (
+            "import importlib\n\nHERE = importlib.resources.files(__package__)\n",
+            5,
+            "importlib.resources",
+        ),
+        ("import pkgutil\n", 3, "pkgutil"),
+    ],
+)
+def test_data_files_your_modules_read_are_named_and_refused(project, finds, line, through):
+    """A module of yours that finds files through its own location, in a package that holds data
+    files: refused, every data file named (not code, markers or hidden files), where the package
+    is, the first line that finds files, and the fix."""
+    package = project(
+        {
+            "model.py": f"from pathlib import Path\n\n{finds}\n\ndef build_model():\n    return 1\n",
+            **DATA_FILES,
+        }
+    )
+    message = refusal(project, {})
+    assert message == (
+        "the exported file cannot carry the data files your modules read: assets/vocab.txt, "
+        f"weights.pt (in {package}, found at model.py:{line} through {through}). Build what they "
+        "hold from the seed instead: random weights from the torch.manual_seed(0) the MRE runs "
+        "before build_model() show a graph-mode bug as well, and small values (a config) can be "
+        "written into model.py"
+    )
+
+
+def test_the_first_module_in_name_order_that_finds_files_is_named(project):
+    """Two of your modules find files: the refusal names the first by module name, at its first
+    such line."""
+    project(
+        {
+            "model.py": """\
+import pkgutil
+
+from .layers import WIDTH
+
+HERE = __file__
+
+
+def build_model():
+    return WIDTH
+""",
+            "layers.py": "WIDTH = 4\nSOURCE = __loader__\nFOLDER = __path__\n",
+            "weights.pt": "",
+        }
+    )
+    message = refusal(project, {})
+    assert message.partition(", found at ")[2].startswith("layers.py:2 through __loader__). ")
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [
+        {"model.py": "def build_model():\n    return 1\n", "weights.pt": ""},
+        {"model.py": "HERE = __file__\n\n\ndef build_model():\n    return 1\n", "py.typed": ""},
+        {
+            "mre.py": ENTRY.replace(
+                "from .model", "from .toolkit.files import HERE\nfrom .model"
+            ).replace("return build_model()", "return build_model(), HERE"),
+            "model.py": "def build_model():\n    return 1\n",
+            "toolkit/files.py": "HERE = __file__\n",
+            "weights.pt": "",
+        },
+        {
+            "model.py": "from . import pkgutil  # noqa: F401\n\n\ndef build_model():\n    return 1\n",
+            "pkgutil.py": "print('a module of yours, not the standard library one')\n",
+            "weights.pt": "",
+        },
+    ],
+    ids=[
+        "data files that no module of yours finds",
+        "no data files",
+        "found by the toolkit",
+        "a module of yours named like a locating one",
+    ],
+)
+def test_what_finds_no_data_file_of_yours_bundles(project, sources):
+    """Data files that no module of yours locates, a module that locates files where there are
+    none, and the toolkit's own use of __file__: none stops the export."""
+    project(sources)
+    assert "def build_model():" in export.export("portable")
+
+
+def test_an_import_from_a_package_that_does_not_exist_is_refused_naming_it(project):
+    """`from .missing.deep import helper`: the module export cannot find is named, no traceback."""
+    message = refusal(
+        project,
+        {
+            "model.py": "from .missing.deep import helper\n\n\ndef build_model():\n    return helper()\n"
+        },
+    )
+    assert message == f"{STAND_IN}.missing.deep is not a Python source file this tool can bundle"
+
+
+@pytest.mark.parametrize(
+    ("first", "gap"),
+    [
+        ("def build_model():\n    return functools\n", 2),
+        ("@functools.cache\ndef build_model():\n    return 1\n", 2),
+        ("class Model:\n    pass\n\n\ndef build_model():\n    return Model, functools\n", 2),
+        ("# The model.\ndef build_model():\n    return functools\n", 1),
+    ],
+    ids=["def", "decorator", "class", "comment"],
+)
+def test_the_definitions_follow_the_imports_as_ruff_format_spaces_them(project, first, gap):
+    """Two blank lines between the imports and a def or class (decorated or not), one before
+    anything else (isort's)."""
+    project({"model.py": f"import functools\n\n\n{first}"})
+    text = body(export.export("portable"))
+    assert text.startswith(f"{PRELUDE}import functools\n" + "\n" * gap + first.partition("\n")[0])
+
+
+def test_a_statement_python_refuses_outside_a_function_is_named_before_the_file_is_written(project):
+    """`return` at the top of a module: the compile error, in the target's file."""
+    message = refusal(project, {"model.py": "def build_model():\n    return 1\n\n\nreturn\n"})
+    assert re.fullmatch(
+        r"the bundled file does not compile: 'return' outside function "
+        r"\(<export --target portable>, line [0-9]+\)",
+        message,
+    )
