@@ -532,6 +532,28 @@ def test_latency_is_the_median_p95_and_mean_of_the_calls():
     )
     one_call = {"p50_ms": 5.0, "p95_ms": 5.0, "mean_ms": 5.0, "device_mean_ms": None}
     assert bench.latency([5.0], []) == one_call
+{%- if not tp %}
+
+
+def test_a_mismatch_says_how_graph_mode_differs(capsys):
+    """A mismatch report names the backend, says nothing was timed and shows how graph mode
+    differs; with --json, a failed result leads with what ran, where and on which inputs."""
+    backend = Backend("aot_eager", "cpu", "a test")
+    bench.report_mismatch(backend, example_inputs(), "output: off by one\nstate: stale", True)
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        "bench: aot_eager does not match eager, so nothing was timed:",
+        "output: off by one",
+        "state: stale",
+    ]
+    assert json.loads(captured.out) == {
+        "backend": "aot_eager",
+        "reason": "a test",
+        "device": "cpu",
+        "inputs": describe_tree(example_inputs()),
+        "outputs_match": False,
+    }
+{%- endif %}
 {%- if not tp and not decode %}
 
 

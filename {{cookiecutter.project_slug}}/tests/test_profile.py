@@ -11,6 +11,7 @@ import os
 import struct
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, Self
 
@@ -20,6 +21,7 @@ from torch.profiler import ProfilerAction
 
 from {{ cookiecutter.package_name }}.toolkit import bench, profile
 from {{ cookiecutter.package_name }}.toolkit.backend import Backend, select_backend
+from {{ cookiecutter.package_name }}.toolkit.contract import describe_tree
 {%- if tp %}
 from {{ cookiecutter.package_name }}.toolkit.parallel import tensor_parallel
 {%- endif %}
@@ -245,8 +247,10 @@ class Counts(torch.nn.Module):
         return x * self.calls
 
 
-def test_each_mode_runs_a_model_of_its_own(monkeypatch):
-    """Graph mode's first step starts from a fresh model, whatever eager's steps left behind."""
+@pytest.fixture
+def counting_workload(monkeypatch) -> Iterator[profile.Workload]:
+    """profile's workload of the Counts model on one input, torch.ones(3), each mode's step not
+    run yet."""
     monkeypatch.setattr(bench, "build_model", Counts)
     monkeypatch.setattr(bench, "example_inputs", lambda: (torch.ones(3),))
 {%- if cookiecutter.workload == "decode" %}
@@ -260,15 +264,25 @@ def test_each_mode_runs_a_model_of_its_own(monkeypatch):
     backend = select_backend()
 {%- if tp %}
     with torch.no_grad(), tensor_parallel(backend.device) as ranks:
-        job = profile.workload(backend, ranks)
+        yield profile.workload(backend, ranks)
 {%- else %}
     with torch.no_grad():
-        job = profile.workload(backend)
+        yield profile.workload(backend)
 {%- endif %}
-        eager = [job.steps["eager"]().clone() for _ in range(3)]
-        graph = job.steps["graph"]().clone()
+
+
+def test_each_mode_runs_a_model_of_its_own(counting_workload):
+    """Graph mode's first step starts from a fresh model, whatever eager's steps left behind."""
+    eager = [counting_workload.steps["eager"]().clone() for _ in range(3)]
+    graph = counting_workload.steps["graph"]().clone()
     assert eager[-1].tolist() == [3.0] * 3
     assert graph.tolist() == eager[0].tolist()
+
+
+def test_the_summary_names_the_inputs_the_steps_run_on(counting_workload):
+    """The summary's inputs row describes what the steps run on: example_inputs() on the device."""
+    device = select_backend().device
+    assert counting_workload.inputs == describe_tree((torch.ones(3, device=device),))
 
 
 # kernel_details.csv's columns: "Step Id", then the kernel view's (torch_npu 2.13
@@ -959,6 +973,83 @@ def test_self_time_leaves_out_the_operators_inside_even_those_starting_together(
     nothing off."""
     self_ms = {operator["name"]: operator["self_ms"] for operator in edges["top_operators"]}
     assert self_ms == pytest.approx({"aten::mm": 0.2, "aten::linear": 0.1, "aten::relu": 0.1})
+
+
+@pytest.fixture
+def one_graph_step(tmp_path) -> dict[str, dict[str, Any]]:
+    """The figures of a hand-made torch.profiler trace of one graph step and no eager step: a
+    compiled region replaying its aclgraph, then one operator."""
+    events = [
+        event("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+        event("graph step", 100, 500, cat="user_annotation"),
+        event("Torch-Compiled Region: 0/0", 110, 300, cat="user_annotation"),
+        event("acl_graph_replay", 120, 100, cat="user_annotation"),
+        event("aten::add", 450, 50),
+    ]
+    trace = tmp_path / "host.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    return profile.summarize_trace(trace)
+
+
+OFF_NPU = {"device_ms": None, "kernels": None, "top_kernels": None}
+"""What a trace without kernel_details.csv beside it says of the device: nothing."""
+
+
+def test_a_mode_with_no_step_in_the_trace_reads_zero(one_graph_step):
+    """A mode the trace holds no step of reads zero of everything, not an error."""
+    assert one_graph_step["eager"] == {
+        "steps": 0,
+        "host_ms": 0.0,
+        "operators": 0.0,
+        "compiled_regions": 0.0,
+        "replays": 0.0,
+        "captures": 0.0,
+        "eager_fallbacks": 0.0,
+        "top_operators": [],
+        **OFF_NPU,
+    }
+
+
+def test_the_figures_of_one_step_are_that_step_s(one_graph_step):
+    """With one step of a mode, its per-step figures are that step's own."""
+    assert one_graph_step["graph"] == {
+        "steps": 1,
+        "host_ms": pytest.approx(0.5),
+        "operators": 1.0,
+        "compiled_regions": 1.0,
+        "replays": 1.0,
+        "captures": 0.0,
+        "eager_fallbacks": 0.0,
+        "top_operators": [{"name": "aten::add", "self_ms": pytest.approx(0.05), "calls": 1.0}],
+        **OFF_NPU,
+    }
+
+
+def test_top_kernels_are_the_five_slowest_by_device_time_per_step(tmp_path):
+    """On an NPU each mode's top kernels are its five with the most device time per step, a
+    kernel's launches summed, slowest first."""
+    output = tmp_path / "host_1_20260101000000000_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    output.mkdir(parents=True)
+    events = []
+    durations = [("MatMul", 40), ("Add", 10), ("MatMul", 20), ("Mul", 30), ("Cast", 5)]
+    durations += [("Relu", 25), ("Sub", 15), ("Exp", 1)]
+    rows = []
+    for step in (1, 2):
+        start = step * 1000
+        events.append(event(f"ProfilerStep#{step}", start, 900, cat="user_annotation"))
+        events.append(event("graph step", start + 10, 800, cat="user_annotation"))
+        rows += [[step, 0, name, name, "AI_CORE", start, us, 0, 1] for name, us in durations]
+    (output / "trace_view.json").write_text(json.dumps(events))
+    with (output / "kernel_details.csv").open("w", newline="") as file:
+        csv.writer(file).writerows([KERNEL_HEADERS, *rows])
+    graph = profile.summarize_trace(output / "trace_view.json")["graph"]
+    assert graph["top_kernels"] == [
+        {"name": "MatMul", "device_ms": pytest.approx(0.06)},
+        {"name": "Mul", "device_ms": pytest.approx(0.03)},
+        {"name": "Relu", "device_ms": pytest.approx(0.025)},
+        {"name": "Sub", "device_ms": pytest.approx(0.015)},
+        {"name": "Add", "device_ms": pytest.approx(0.01)},
+    ]
 {%- if tp %}
 
 
