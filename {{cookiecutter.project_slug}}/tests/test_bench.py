@@ -23,8 +23,11 @@ from torch import nn
 from torch._C._distributed_c10d import _get_work_registry_size
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 {%- endif %}
+{%- if not cache and not tp %}
+from torch._dynamo.utils import counters
+{%- endif %}
 {%- if not decode %}
-from torch.utils._pytree import tree_map_only
+from torch.utils._pytree import {{ "tree_leaves, " if not tp else "" }}tree_map_only
 {%- endif %}
 {% if decode %}
 from {{ cookiecutter.package_name }} import model as model_py
@@ -32,7 +35,7 @@ from {{ cookiecutter.package_name }} import model as model_py
 from {{ cookiecutter.package_name }}.model import example_inputs
 from {{ cookiecutter.package_name }}.toolkit import bench
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, Backend, select_backend
-from {{ cookiecutter.package_name }}.toolkit.contract import describe_tree
+from {{ cookiecutter.package_name }}.toolkit.contract import {{ "assert_same, " if not tp and not decode else "" }}describe_tree
 {%- if decode %}
 from {{ cookiecutter.package_name }}.toolkit.decode import Warmup, first_step, limits, logits_of
 {%- endif %}
@@ -553,6 +556,80 @@ def test_a_mismatch_says_how_graph_mode_differs(capsys):
         "inputs": describe_tree(example_inputs()),
         "outputs_match": False,
     }
+{%- endif %}
+{%- if not tp and not decode %}
+
+
+def test_bench_runs_the_mre_s_seeded_weights_on_its_inputs(eager_step):
+    """bench's model and inputs are the MRE's, from the same seed: its eager output is the MRE's."""
+    model, dummy_input = bench.seeded_model(select_backend())
+    with torch.no_grad():
+        assert_same(model(*dummy_input), eager_step.output)
+
+
+def test_the_model_and_its_inputs_go_to_the_backend_s_device():
+    """bench builds the model and its inputs on the backend's device: here "meta", not the CPU
+    that build_model() and example_inputs() build them on."""
+    model, dummy_input = bench.seeded_model(Backend("aot_eager", "meta", "a test"))
+    inputs = [leaf for leaf in tree_leaves(dummy_input) if isinstance(leaf, torch.Tensor)]
+    assert {tensor.device.type for tensor in [*model.parameters(), *inputs]} == {"meta"}
+{%- endif %}
+{%- if not cache and not tp %}
+
+
+class PlusOne(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+class BreaksTheGraph(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch._dynamo.graph_break()
+        return x + 1
+
+
+A_BACKEND = Backend("aot_eager", "cpu", "a test")
+
+
+def test_graph_mode_refuses_a_graph_break():
+    """Graph mode captures the whole model or fails, as the MRE does (fullgraph=True): a graph
+    break is an error, not a silent split into smaller graphs."""
+    torch._dynamo.reset()
+    graph = bench.graph_of(BreaksTheGraph(), A_BACKEND)
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        graph(torch.ones(2))
+
+
+def test_graph_mode_compiles_a_static_graph_for_each_input_shape():
+    """Graph mode keeps shapes fixed, as the MRE does (dynamic=False; an aclgraph has fixed
+    shapes): each new input shape gets a graph of its own, never one graph for any shape."""
+    torch._dynamo.reset()
+    graph = bench.graph_of(PlusOne(), A_BACKEND)
+    before = counters["stats"]["unique_graphs"]
+    for size in (2, 3, 4):
+        graph(torch.ones(size))
+    assert counters["stats"]["unique_graphs"] - before == 3
+
+
+def test_graph_mode_hands_npugraph_ex_its_options(monkeypatch):
+    """With npugraph_ex, graph mode hands it the backend's options, as the MRE does. The stand-in
+    is registered under that name, as torch_npu 2.13 registers its own (dynamo/__init__.py,
+    _register_npu_backend), and torch.compile passes it the options as a keyword
+    (torch/__init__.py, _TorchCompileWrapper)."""
+    received = []
+
+    def npugraph_ex(graph_module, example_inputs, **keywords):
+        received.append(keywords)
+        return graph_module.forward
+
+    # What torch._dynamo.register_backend(npugraph_ex) does, undone after the test.
+    registry = torch._dynamo.backends.registry
+    monkeypatch.setitem(registry._BACKENDS, "npugraph_ex", None)
+    monkeypatch.setitem(registry._COMPILER_FNS, "npugraph_ex", npugraph_ex)
+    backend = Backend("npugraph_ex", "cpu", "a test")
+    torch._dynamo.reset()
+    bench.graph_of(PlusOne(), backend)(torch.ones(2))
+    assert received == [{"options": backend.options}]
 {%- endif %}
 {%- if not tp and not decode %}
 
