@@ -20,7 +20,7 @@ import torch
 from torch.profiler import ProfilerAction
 
 from {{ cookiecutter.package_name }}.toolkit import bench, profile
-from {{ cookiecutter.package_name }}.toolkit.backend import Backend, select_backend
+from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, Backend, select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import describe_tree
 {%- if tp %}
 from {{ cookiecutter.package_name }}.toolkit.parallel import tensor_parallel
@@ -216,22 +216,28 @@ def test_plot_without_matplotlib_exits_2_and_says_how_to_install_it(monkeypatch,
 
 
 @pytest.mark.parametrize(
-    ("arguments", "names"),
+    ("arguments", "refusal"),
     [
-        (["--out", "a_file"], "--out"),
-        (["--plot", "profile.txt"], ".png"),
-        (["--plot", "missing/profile.png"], "does not exist"),
+        (["--out", "a_file"], "--out a_file is a file: pass a folder (it is created if missing)"),
+        (
+            ["--plot", "profile.txt"],
+            "--plot profile.txt: name a .png, .svg, .pdf file, e.g. profile.png",
+        ),
+        (
+            ["--plot", "missing/profile.png"],
+            "--plot missing/profile.png: the folder missing does not exist; create it first",
+        ),
     ],
 )
 def test_an_unwritable_output_exits_2_before_anything_runs(
-    arguments, names, monkeypatch, tmp_path, capsys
+    arguments, refusal, monkeypatch, tmp_path, capsys
 ):
     """--out naming a file, or --plot naming another format or a missing folder, exits 2 with
     the fix before any profiling."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a_file").write_text("")
     assert profile.main(arguments) == 2
-    assert names in capsys.readouterr().err
+    assert capsys.readouterr().err == f"profile: {refusal}\n"
     assert not (tmp_path / profile.DEFAULT_OUT).exists()
 
 
@@ -1050,6 +1056,87 @@ def test_top_kernels_are_the_five_slowest_by_device_time_per_step(tmp_path):
         {"name": "Sub", "device_ms": pytest.approx(0.015)},
         {"name": "Add", "device_ms": pytest.approx(0.01)},
     ]
+
+
+def test_help_names_every_option_with_its_default(capsys):
+    """`profile --help` gives the usage under the command's name, what profile does, and each
+    option with what it does and its default."""
+    with pytest.raises(SystemExit) as exit_status:
+        profile.main(["--help"], prog="{{ cookiecutter.package_name }} profile")
+    assert exit_status.value.code == 0
+    printed = " ".join(capsys.readouterr().out.split())  # as one line, however it wraps
+    usage = "[-h] [--steps STEPS] [--out OUT] [--plot FILE.png] [--json]"
+    assert printed.startswith(f"usage: {{ cookiecutter.package_name }} profile {usage} ")
+    assert (
+        "Profile where a step's time goes, eager against graph mode, in the viewers NPU "
+        "engineers use."
+    ) in printed
+    for option in [
+        "--steps STEPS profiled steps of each mode (default: 5)",
+        "--out OUT folder the traces go to (default: ./prof)",
+        "--plot FILE.png also draw the summary",
+        "--json print one JSON object, not a table",
+    ]:
+        assert option in printed
+
+
+def test_steps_default_to_5_and_may_be_1():
+    """Without --steps, 5 steps of each mode are profiled; --steps 1 profiles one."""
+    assert profile.parse_args([], None).steps == 5
+    assert profile.parse_args(["--steps", "1"], None).steps == 1
+
+
+@pytest.fixture
+def quick_main(monkeypatch, tmp_path):
+    """profile.main() in tmp_path, whose run() prints a line (as a model may) and returns
+    cpu_result() at once."""
+
+    def run(*arguments: Any) -> dict[str, Any]:
+        print("a line your model printed")
+        return cpu_result()
+
+    monkeypatch.setattr(profile, "run", run)
+    monkeypatch.chdir(tmp_path)
+    return profile.main
+
+
+def test_what_runs_prints_to_stderr_and_stdout_holds_the_json_alone(quick_main, capsys):
+    """Whatever prints while profile runs (your model, torch_npu's profiler) goes to stderr:
+    stdout holds the one JSON object."""
+    assert quick_main(["--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["eager"] == cpu_result()["eager"]
+    assert captured.err == "a line your model printed\n"
+{%- if not tp %}
+
+
+def test_without_json_profile_prints_the_summary(quick_main, capsys):
+    """Without --json, profile prints the summary table."""
+    assert quick_main([]) == 0
+    assert capsys.readouterr().out == profile.render(cpu_result()) + "\n"
+{%- endif %}
+
+
+def test_plot_says_where_it_is_written(quick_main, capsys, tmp_path):
+    """--plot writes the file and says so on stderr, after the summary."""
+    pytest.importorskip(
+        "matplotlib", reason="needs matplotlib, the plot extra: pip install -e '.[plot]'"
+    )
+    assert quick_main(["--plot", "p.png"]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == "profile: plot written to p.png"
+    assert (tmp_path / "p.png").is_file()
+
+
+def test_a_backend_that_cannot_run_exits_2_saying_why(monkeypatch, tmp_path, capsys):
+    """A backend that cannot run here stops profile before anything runs: exit 2, and the
+    reason on stderr."""
+    monkeypatch.setenv(BACKEND_ENV, "no_such_backend")
+    with pytest.raises(ValueError, match="no_such_backend") as refused:
+        select_backend()
+    monkeypatch.chdir(tmp_path)
+    assert profile.main([]) == 2
+    assert capsys.readouterr().err == f"profile: {refused.value}\n"
+    assert not (tmp_path / profile.DEFAULT_OUT).exists()
 {%- if tp %}
 
 
