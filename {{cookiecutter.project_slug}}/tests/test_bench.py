@@ -21,10 +21,10 @@ import torch
 {%- if tp %}
 from torch import nn
 from torch._C._distributed_c10d import _get_work_registry_size
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 {%- endif %}
-{%- if not cache and not tp %}
 from torch._dynamo.utils import counters
+{%- if tp %}
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 {%- endif %}
 {%- if not decode %}
 from torch.utils._pytree import {{ "tree_leaves, " if not tp else "" }}tree_map_only
@@ -535,6 +535,69 @@ def test_latency_is_the_median_p95_and_mean_of_the_calls():
     )
     one_call = {"p50_ms": 5.0, "p95_ms": 5.0, "mean_ms": 5.0, "device_mean_ms": None}
     assert bench.latency([5.0], []) == one_call
+
+
+def test_the_counters_include_every_one_npugraph_ex_keeps(monkeypatch):
+    """A recompile or recapture shows in the counters bench compares: Dynamo's unique graphs and
+    each counter npugraph_ex keeps per graph (torch_npu 2.13
+    dynamo/torchair/_acl_concrete_graph/acl_graph.py L1145-1147: counters["npugraph_ex"])."""
+    kept = {"captured_graph_0": 1, "recapture_due_to_mutated_input_change_graph_0": 2}
+    monkeypatch.setitem(counters, "npugraph_ex", kept)
+    assert bench.counter_snapshot() == {
+        "stats.unique_graphs": counters["stats"]["unique_graphs"],
+        "npugraph_ex.captured_graph_0": 1,
+        "npugraph_ex.recapture_due_to_mutated_input_change_graph_0": 2,
+    }
+
+
+class SimulatedNpu:
+    """torch.npu as bench times with it, after torch_npu 2.13: Event(enable_timing=False,
+    blocking=False, interprocess=False) (npu/streams.py L200), whose record() notes the device's
+    clock and elapsed_time(end) the ms between two recorded events, each made to measure time
+    ("Both events must be recorded before calculating elapsed time.": libtorch_npu.so); and
+    synchronize() (npu/utils.py L65). kernel(ms) stands for device work: it moves the clock."""
+
+    def __init__(self) -> None:
+        self.clock = 0.0
+        self.log: list[str] = []
+        npu = self
+
+        class Event:
+            def __init__(self, enable_timing=False, blocking=False, interprocess=False) -> None:
+                self.timing, self.at = enable_timing, None
+
+            def record(self, stream=None) -> None:
+                npu.log.append("record")
+                self.at = npu.clock
+
+            def elapsed_time(self, end_event) -> float:
+                if self.at is None or end_event.at is None:
+                    raise RuntimeError(
+                        "Both events must be recorded before calculating elapsed time."
+                    )
+                if not (self.timing and end_event.timing):
+                    raise RuntimeError("an event made without enable_timing=True measures no time")
+                return end_event.at - self.at
+
+        self.Event = Event
+
+    def synchronize(self, device=None) -> None:
+        self.log.append("synchronize")
+
+    def kernel(self, ms: float) -> None:
+        self.log.append("kernel")
+        self.clock += ms
+
+
+def test_on_an_npu_a_call_is_timed_on_the_host_and_on_the_device(monkeypatch):
+    """On an NPU a timed call gives its wall-clock ms until the device is done (bench waits for
+    it before reading the clock) and its device ms, between events recorded either side of it."""
+    npu = SimulatedNpu()
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    clock = iter([100.0, 100.25])
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
+    assert bench.time_call(npu.kernel, (2.5,), "npu") == (250.0, 2.5)
+    assert npu.log == ["record", "kernel", "record", "synchronize"]
 {%- if not tp %}
 
 
