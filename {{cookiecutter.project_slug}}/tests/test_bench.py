@@ -9,6 +9,9 @@ from the decode step, every timed call from a state put back, timings summarized
 {%- endif %}
 
 import contextlib
+{%- if not decode %}
+import gc
+{%- endif %}
 import io
 import json
 {%- if decode %}
@@ -584,8 +587,8 @@ class SimulatedNpu:
     def synchronize(self, device=None) -> None:
         self.log.append("synchronize")
 
-    def kernel(self, ms: float) -> None:
-        self.log.append("kernel")
+    def kernel(self, ms: float, name: str = "kernel") -> None:
+        self.log.append(name)
         self.clock += ms
 
 
@@ -598,6 +601,65 @@ def test_on_an_npu_a_call_is_timed_on_the_host_and_on_the_device(monkeypatch):
     monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
     assert bench.time_call(npu.kernel, (2.5,), "npu") == (250.0, 2.5)
     assert npu.log == ["record", "kernel", "record", "synchronize"]
+{%- if not decode %}
+
+
+def timed(name: str) -> list[str]:
+    """What timing one call does on the simulated NPU: an event either side, then a wait."""
+    return ["record", name, "record", "synchronize"]
+
+
+def test_measure_warms_up_then_times_each_call_in_turn_first_one_then_the_other(monkeypatch):
+    """measure() warms each call up and waits for the device; then each iteration times one call
+    of each, under its name, the first call going first in even iterations and last in odd ones,
+    so that neither always runs on the other's warm caches."""
+    npu = SimulatedNpu()
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    clock = iter(range(100))
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock) / 2)
+    calls = {
+        "first": lambda ms: npu.kernel(2 * ms, "first"),
+        "second": lambda ms: npu.kernel(ms, "second"),
+    }
+    run = bench.measure(calls, (1.5,), "npu", 1, 3, bench.Progress())
+    assert npu.log == [
+        *["first", "second", "synchronize"],
+        *timed("first") + timed("second"),
+        *timed("second") + timed("first"),
+        *timed("first") + timed("second"),
+    ]
+    assert run.host_ms == {"first": [500.0] * 3, "second": [500.0] * 3}
+    assert run.device_ms == {"first": [3.0] * 3, "second": [1.5] * 3}
+
+
+def test_garbage_collection_is_off_while_timing_and_back_on_after():
+    """No garbage collection lands on a timed call: it is off while measure() times, and on again
+    afterwards."""
+    collecting = []
+
+    def call() -> None:
+        collecting.append(gc.isenabled())
+
+    assert gc.isenabled()
+    bench.measure({"eager": call, "graph": call}, (), "cpu", 0, 2, bench.Progress())
+    assert collecting == [False] * 4
+    assert gc.isenabled()
+
+
+def test_a_terminal_sees_one_status_line_rewritten_per_call(capsys):
+    """On a terminal, measure() rewrites one status line: each warm-up, then each iteration."""
+    progress = bench.Progress()
+    progress.live = True  # as if stderr were a terminal
+    bench.measure({"eager": lambda: None, "graph": lambda: None}, (), "cpu", 2, 3, progress)
+    assert capsys.readouterr().err.split("\r\x1b[K") == [
+        "",
+        "bench: warming up 1/2",
+        "bench: warming up 2/2",
+        "bench: timing 1/3",
+        "bench: timing 2/3",
+        "bench: timing 3/3",
+    ]
+{%- endif %}
 {%- if not tp %}
 
 
