@@ -540,6 +540,15 @@ def test_latency_is_the_median_p95_and_mean_of_the_calls():
     assert bench.latency([5.0], []) == one_call
 
 
+def test_each_mode_s_device_time_is_the_mean_of_its_calls_device_times():
+    """On an NPU each mode's device ms is the mean of its own calls' device times (not their
+    median, not the other mode's)."""
+    host_ms = {"eager": [3.0, 2.0, 7.0], "graph": [1.0, 1.5, 4.0]}
+    device_ms = {"eager": [1.0, 2.0, 6.0], "graph": [0.5, 0.25, 0.75]}
+    figures = bench.timing(bench.Run({}, {}, host_ms=host_ms, device_ms=device_ms))
+    assert (figures["eager"]["device_mean_ms"], figures["graph"]["device_mean_ms"]) == (3.0, 0.5)
+
+
 def test_the_counters_include_every_one_npugraph_ex_keeps(monkeypatch):
     """A recompile or recapture shows in the counters bench compares: Dynamo's unique graphs and
     each counter npugraph_ex keeps per graph (torch_npu 2.13
