@@ -208,6 +208,10 @@ def table_run(mre_run, tmp_path_factory) -> tuple[str, str]:
     return out, err
 
 
+A_TEST = Backend("aot_eager", "cpu", "a test")
+"""The stand-in backend, as a test names it."""
+
+
 def fabricated_run(before: dict, after: dict) -> bench.Run:
     """A timed loop of three iterations, the last one's graph call slow."""
     return bench.Run(
@@ -218,9 +222,10 @@ def fabricated_run(before: dict, after: dict) -> bench.Run:
 
 
 {% if decode -%}
-def summarize(run: bench.Run, recompiles: list[str] | None = None) -> dict:
+def summarize(
+    run: bench.Run, recompiles: list[str] | None = None, backend: Backend = A_TEST
+) -> dict:
     """A result of one capture size, 1, whose decode steps `run` timed."""
-    backend = Backend("aot_eager", "cpu", "a test")
     prefill = bench.Run({}, host_ms={"prefill": [9.0] * 3}, device_ms={"prefill": []})
     step_input = (torch.zeros(1, 1, dtype=torch.long), torch.tensor([8]))
     runs = [bench.SizeRun(1, step_input, prefill, run)]
@@ -233,8 +238,8 @@ def figures(result: dict) -> dict:
     (size,) = result["sizes"]
     return size
 {%- else -%}
-def summarize(run: bench.Run) -> dict:
-    return bench.summarize(Backend("aot_eager", "cpu", "a test"), example_inputs(), 1, 0.5, run)
+def summarize(run: bench.Run, backend: Backend = A_TEST) -> dict:
+    return bench.summarize(backend, example_inputs(), 1, 0.5, run)
 
 
 def figures(result: dict) -> dict:
@@ -511,6 +516,14 @@ def test_speedup_is_the_median_ratio_with_its_iqr():
     assert speedup == {"median": 2.0, "p25": 1.25, "p75": 2.0}
 
 
+def test_npugraph_ex_s_numbers_carry_no_note():
+    """When npugraph_ex ran, the numbers are the NPU's own: no note, in the result or the table."""
+    npugraph_ex = Backend("npugraph_ex", "npu", "Ascend910B2")
+    result = summarize(fabricated_run({}, {}), backend=npugraph_ex)
+    assert result["note"] is None
+    assert bench.render_table(result).splitlines()[-1].startswith("recompiles")
+
+
 def test_recompile_while_timing_is_reported():
     """A counter that moved during the timed loop is named in the result and in the table."""
     recapture = "npugraph_ex.recapture_due_to_mutated_input_change_graph_0"
@@ -722,14 +735,11 @@ class BreaksTheGraph(torch.nn.Module):
         return x + 1
 
 
-A_BACKEND = Backend("aot_eager", "cpu", "a test")
-
-
 def test_graph_mode_refuses_a_graph_break():
     """Graph mode captures the whole model or fails, as the MRE does (fullgraph=True): a graph
     break is an error, not a silent split into smaller graphs."""
     torch._dynamo.reset()
-    graph = bench.graph_of(BreaksTheGraph(), A_BACKEND)
+    graph = bench.graph_of(BreaksTheGraph(), A_TEST)
     with pytest.raises(torch._dynamo.exc.Unsupported):
         graph(torch.ones(2))
 
@@ -738,7 +748,7 @@ def test_graph_mode_compiles_a_static_graph_for_each_input_shape():
     """Graph mode keeps shapes fixed, as the MRE does (dynamic=False; an aclgraph has fixed
     shapes): each new input shape gets a graph of its own, never one graph for any shape."""
     torch._dynamo.reset()
-    graph = bench.graph_of(PlusOne(), A_BACKEND)
+    graph = bench.graph_of(PlusOne(), A_TEST)
     before = counters["stats"]["unique_graphs"]
     for size in (2, 3, 4):
         graph(torch.ones(size))
