@@ -14,6 +14,7 @@ import gc
 {%- endif %}
 import io
 import json
+import sys
 {%- if decode %}
 from collections import Counter
 from typing import NamedTuple
@@ -433,6 +434,54 @@ def test_a_real_recompile_while_timing_is_reported(capsys, monkeypatch):
 {%- endif %}
 
 
+def test_help_names_every_option_with_its_default(capsys):
+    """`bench --help` gives the usage under the command's name, what bench does, and each option
+    with what it does and its default."""
+    with pytest.raises(SystemExit) as exit_status:
+        bench.main(["--help"], prog="{{ cookiecutter.package_name }} bench")
+    assert exit_status.value.code == 0
+    printed = " ".join(capsys.readouterr().out.split())  # as one line, however it wraps
+    usage = "[-h] [--json] [--iters ITERS] [--warmup WARMUP] [--backend BACKEND]"
+    assert printed.startswith(f"usage: {{ cookiecutter.package_name }} bench {usage} ")
+    assert " Time eager against graph mode on the same model and input. options: " in printed
+    for option in [
+        "--json print one JSON object, not a table",
+        "--iters ITERS timed iterations (default: 50)",
+        "--warmup WARMUP warm-up calls of each (default: 5)",
+        (
+            f"--backend BACKEND torch.compile backend to time, via ${BACKEND_ENV} (default: what "
+            "the MRE uses)"
+        ),
+    ]:
+        assert option in printed
+
+
+def test_iterations_default_to_50_after_5_warm_up_calls_and_may_be_1_after_none():
+    """Without options bench times 50 iterations after 5 warm-up calls of each; --iters 1 and
+    --warmup 0 are accepted."""
+    defaults = bench.parse_args([], None)
+    assert (defaults.iters, defaults.warmup) == (50, 5)
+    fewest = bench.parse_args(["--iters", "1", "--warmup", "0"], None)
+    assert (fewest.iters, fewest.warmup) == (1, 0)
+
+
+class Terminal(io.StringIO):
+    """A stderr that is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_sees_the_status_line_rewritten_then_cleared(monkeypatch):
+    """On a terminal, bench's status line is rewritten in place and erased when it is done."""
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    progress = bench.Progress()
+    progress.show("bench: comparing outputs")
+    progress.clear()
+    assert terminal.getvalue() == "\r\x1b[Kbench: comparing outputs\r\x1b[K"
+
+
 def test_unknown_backend_exits_2(capsys):
     """A backend torch.compile does not know stops bench before it builds anything."""
     assert bench.main([*FAST, "--backend", "no_such_backend"]) == 2
@@ -624,6 +673,16 @@ def test_on_an_npu_a_call_is_timed_on_the_host_and_on_the_device(monkeypatch):
     assert bench.time_call(npu.kernel, (2.5,), "npu") == (250.0, 2.5)
     assert npu.log == ["record", "kernel", "record", "synchronize"]
 {%- if not decode %}
+
+
+def test_on_an_npu_the_first_call_is_timed_until_the_device_is_done(monkeypatch):
+    """The first graph call's seconds (compile and capture) run until the device is done."""
+    npu = SimulatedNpu()
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    clock = iter([100.0, 100.25])
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
+    assert bench.time_first_call(npu.kernel, (2.5,), "npu") == 0.25
+    assert npu.log == ["kernel", "synchronize"]
 
 
 def timed(name: str) -> list[str]:

@@ -1068,8 +1068,8 @@ def test_help_names_every_option_with_its_default(capsys):
     usage = "[-h] [--steps STEPS] [--out OUT] [--plot FILE.png] [--json]"
     assert printed.startswith(f"usage: {{ cookiecutter.package_name }} profile {usage} ")
     assert (
-        "Profile where a step's time goes, eager against graph mode, in the viewers NPU "
-        "engineers use."
+        " Profile where a step's time goes, eager against graph mode, in the viewers NPU "
+        "engineers use. options: "
     ) in printed
     for option in [
         "--steps STEPS profiled steps of each mode (default: 5)",
