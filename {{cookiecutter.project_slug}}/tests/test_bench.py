@@ -39,7 +39,18 @@ from {{ cookiecutter.package_name }} import model as model_py
 from {{ cookiecutter.package_name }}.model import example_inputs
 from {{ cookiecutter.package_name }}.toolkit import bench
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, Backend, select_backend
-from {{ cookiecutter.package_name }}.toolkit.contract import {{ "assert_same, " if not tp and not decode else "" }}describe_tree
+from {{ cookiecutter.package_name }}.toolkit.contract import (
+{%- if not decode %}
+    ContractError,
+{%- endif %}
+{%- if not tp and not decode %}
+    assert_same,
+{%- endif %}
+    describe_tree,
+{%- if not decode %}
+    to_device,
+{%- endif %}
+)
 {%- if decode %}
 from {{ cookiecutter.package_name }}.toolkit.decode import Warmup, first_step, limits, logits_of
 {%- endif %}
@@ -420,17 +431,25 @@ def test_a_real_recompile_while_timing_is_reported(capsys, monkeypatch):
     monkeypatch.setattr(bench, "build", lambda backend{{ ", ranks" if tp else "" }}: (model, graph, (torch.ones(3),)))
     time_call = bench.time_call
 
+    recapture = "recapture_due_to_mutated_input_change_graph_0"
+
     def recompiling_time_call(fn, dummy_input, device):
         SCALE["value"] += 1  # the next graph call fails its guard and compiles again
+        counters["npugraph_ex"][recapture] += 1  # and npugraph_ex would capture it again
         return time_call(fn, dummy_input, device)
 
     monkeypatch.setattr(bench, "time_call", recompiling_time_call)
     monkeypatch.setitem(SCALE, "value", 1.0)
+    monkeypatch.setitem(counters, "npugraph_ex", {recapture: 0})
     torch._dynamo.reset()
     assert bench.main([*FAST, "--json"]) == 0
     captured = capsys.readouterr()
-    assert "stats.unique_graphs" in json.loads(captured.out)["recompiled"]
-    assert "recompiled or recaptured" in captured.err
+    moved = f"npugraph_ex.{recapture}, stats.unique_graphs"
+    assert json.loads(captured.out)["recompiled"] == moved.split(", ")
+    assert captured.err.splitlines()[-1] == (
+        f"bench: warning: {moved} changed while timing: graph mode recompiled or recaptured, so "
+        "its times include that work (changing shapes or input addresses?)"
+    )
 {%- endif %}
 
 
@@ -480,6 +499,84 @@ def test_a_terminal_sees_the_status_line_rewritten_then_cleared(monkeypatch):
     progress.show("bench: comparing outputs")
     progress.clear()
     assert terminal.getvalue() == "\r\x1b[Kbench: comparing outputs\r\x1b[K"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "refusal"),
+    [
+        (["--iters", "0"], "argument --iters: 0 is less than 1"),
+        (["--warmup", "-1"], "argument --warmup: -1 is less than 0"),
+        (["--iters", "many"], "argument --iters: 'many' is not an integer"),
+    ],
+)
+def test_a_count_out_of_range_is_refused_naming_the_option(arguments, refusal, capsys):
+    """--iters below 1, --warmup below 0 or a count that is no integer exits 2, naming the option,
+    the value and the limit."""
+    with pytest.raises(SystemExit) as exit_status:
+        bench.main(arguments, prog="bench")
+    assert exit_status.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"bench: error: {refusal}"
+{%- if not decode %}
+
+
+def test_a_model_py_that_breaks_its_contract_exits_2_saying_how(monkeypatch, capsys):
+    """example_inputs() that breaks the contract stops bench: exit 2, and what to fix on stderr."""
+    monkeypatch.setattr(bench, "example_inputs", lambda: [torch.ones(2)])
+    with pytest.raises(ContractError) as broken:
+        to_device([torch.ones(2)], "cpu")
+    assert bench.main(FAST) == 2
+    assert capsys.readouterr().err == f"bench: {broken.value}\n"
+
+
+class Plus(torch.nn.Module):
+    """x + 1, and `npu.kernel(ms, name)` first if given a simulated NPU."""
+
+    def __init__(self, npu: "SimulatedNpu | None" = None, ms: float = 0.0, name: str = "") -> None:
+        super().__init__()
+        self.npu, self.ms, self.name = npu, ms, name
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.npu:
+            self.npu.kernel(self.ms, self.name)
+        return x + 1
+
+
+def test_a_terminal_sees_each_stage_on_the_status_line(monkeypatch):
+    """On a terminal, bench's status line shows each stage in turn: the first graph call, the
+    comparison, each warm-up and each timed iteration; it is erased at the end."""
+    monkeypatch.setattr(bench, "build", lambda *arguments: (Plus(), Plus(), (torch.ones(2),)))
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert bench.main(FAST) == 0
+    assert terminal.getvalue().split("\r\x1b[K") == [
+        "",
+        f"bench: first {select_backend().name} call (compile and capture)",
+        "bench: comparing outputs",
+        "bench: warming up 1/1",
+        "bench: timing 1/3",
+        "bench: timing 2/3",
+        "bench: timing 3/3",
+        "",
+    ]
+{%- endif %}
+{%- if not tp and not decode %}
+
+
+def test_on_an_npu_bench_waits_for_the_device_and_times_it(monkeypatch, capsys):
+    """On an NPU bench waits for the device after the first graph call, and reports each mode's
+    device ms per call (the modules run on the CPU; the NPU's clock is simulated)."""
+    npu = SimulatedNpu()
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    npugraph_ex = Backend("npugraph_ex", "npu", "a simulated NPU")
+    monkeypatch.setattr(bench, "select_backend", lambda: npugraph_ex)
+    eager, graph = Plus(npu, 2.0, "eager"), Plus(npu, 0.5, "graph")
+    monkeypatch.setattr(bench, "build", lambda backend: (eager, graph, (torch.ones(2),)))
+    assert bench.main([*FAST, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["eager"]["device_mean_ms"], result["graph"]["device_mean_ms"]) == (2.0, 0.5)
+    assert npu.log[:2] == ["graph", "synchronize"]
+{%- endif %}
 
 
 def test_unknown_backend_exits_2(capsys):
@@ -547,15 +644,39 @@ def test_outputs_that_differ_stop_the_run(capsys, monkeypatch):
     """A graph that computes something else is reported and exits 1 without timing."""
     build = bench.build
 
+    inputs = []
+
     def off_by_one(backend{{ ", ranks" if tp else "" }}):
         eager, _, dummy_input = build(backend{{ ", ranks" if tp else "" }})
+        inputs.append(dummy_input)
         return eager, lambda *args: tree_map_only(torch.Tensor, plus_one, eager(*args)), dummy_input
 
     monkeypatch.setattr(bench, "build", off_by_one)
     assert bench.main([*FAST, "--json"]) == 1
     captured = capsys.readouterr()
-    assert "does not match eager" in captured.err
-    assert json.loads(captured.out)["outputs_match"] is False
+    headline, how, *_ = captured.err.splitlines()
+    backend = select_backend()
+{%- if tp %}
+    assert headline == f"bench: {backend.name} does not match eager on rank 0, so nothing was timed:"
+    assert how.startswith("rank 0: ")
+{%- else %}
+    assert headline == f"bench: {backend.name} does not match eager, so nothing was timed:"
+{%- endif %}
+    assert "elements differ beyond the tolerance" in how
+    result = json.loads(captured.out)
+    assert (result["outputs_match"], result["inputs"]) == (False, describe_tree(inputs[0]))
+
+
+class TwoOutputs(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x, 2 * x
+
+
+def test_every_difference_is_reported_on_a_line_of_its_own():
+    """Each output that differs from eager's is one line of the report, named by its path."""
+    report = bench.compare_outputs(TwoOutputs(), lambda x: (x + 1, 2 * x + 1), (torch.ones(2),))
+    first, second = report.split("\n")
+    assert (first[:5], second[:5]) == ("[0]: ", "[1]: ")
 
 
 {% endif -%}
