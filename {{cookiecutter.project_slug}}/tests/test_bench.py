@@ -657,7 +657,8 @@ def test_outputs_that_differ_stop_the_run(capsys, monkeypatch):
     headline, how, *_ = captured.err.splitlines()
     backend = select_backend()
 {%- if tp %}
-    assert headline == f"bench: {backend.name} does not match eager on rank 0, so nothing was timed:"
+    expected = f"bench: {backend.name} does not match eager on rank 0, so nothing was timed:"
+    assert headline == expected
     assert how.startswith("rank 0: ")
 {%- else %}
     assert headline == f"bench: {backend.name} does not match eager, so nothing was timed:"
