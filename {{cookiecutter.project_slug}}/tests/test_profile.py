@@ -885,7 +885,7 @@ def tiny_steps() -> dict[str, profile.Step]:
 
 def test_a_trace_goes_into_a_new_folder_named_after_its_worker(tmp_path):
     """--out may name a folder inside one that does not exist yet: both are created, and the
-    trace in it starts with the worker's name (a rank's, under torchrun)."""
+    trace in it starts with the worker's name."""
     out = tmp_path / "runs" / "prof"
     trace = profile.profile_steps(profile.CPU_TRACER, tiny_steps(), 1, out, worker="rank1")
     assert trace.parent == out.resolve()
