@@ -9,8 +9,12 @@ from the decode step, every timed call from a state put back, timings summarized
 {%- endif %}
 
 import contextlib
+{%- if not decode %}
+import gc
+{%- endif %}
 import io
 import json
+import sys
 {%- if decode %}
 from collections import Counter
 from typing import NamedTuple
@@ -21,10 +25,13 @@ import torch
 {%- if tp %}
 from torch import nn
 from torch._C._distributed_c10d import _get_work_registry_size
+{%- endif %}
+from torch._dynamo.utils import counters
+{%- if tp %}
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 {%- endif %}
 {%- if not decode %}
-from torch.utils._pytree import tree_map_only
+from torch.utils._pytree import {{ "tree_leaves, " if not tp else "" }}tree_map_only
 {%- endif %}
 {% if decode %}
 from {{ cookiecutter.package_name }} import model as model_py
@@ -32,7 +39,18 @@ from {{ cookiecutter.package_name }} import model as model_py
 from {{ cookiecutter.package_name }}.model import example_inputs
 from {{ cookiecutter.package_name }}.toolkit import bench
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, Backend, select_backend
-from {{ cookiecutter.package_name }}.toolkit.contract import describe_tree
+from {{ cookiecutter.package_name }}.toolkit.contract import (
+{%- if not decode %}
+    ContractError,
+{%- endif %}
+{%- if not tp and not decode %}
+    assert_same,
+{%- endif %}
+    describe_tree,
+{%- if not decode %}
+    to_device,
+{%- endif %}
+)
 {%- if decode %}
 from {{ cookiecutter.package_name }}.toolkit.decode import Warmup, first_step, limits, logits_of
 {%- endif %}
@@ -202,6 +220,10 @@ def table_run(mre_run, tmp_path_factory) -> tuple[str, str]:
     return out, err
 
 
+A_TEST = Backend("aot_eager", "cpu", "a test")
+"""The stand-in backend, as a test names it."""
+
+
 def fabricated_run(before: dict, after: dict) -> bench.Run:
     """A timed loop of three iterations, the last one's graph call slow."""
     return bench.Run(
@@ -212,9 +234,10 @@ def fabricated_run(before: dict, after: dict) -> bench.Run:
 
 
 {% if decode -%}
-def summarize(run: bench.Run, recompiles: list[str] | None = None) -> dict:
+def summarize(
+    run: bench.Run, recompiles: list[str] | None = None, backend: Backend = A_TEST
+) -> dict:
     """A result of one capture size, 1, whose decode steps `run` timed."""
-    backend = Backend("aot_eager", "cpu", "a test")
     prefill = bench.Run({}, host_ms={"prefill": [9.0] * 3}, device_ms={"prefill": []})
     step_input = (torch.zeros(1, 1, dtype=torch.long), torch.tensor([8]))
     runs = [bench.SizeRun(1, step_input, prefill, run)]
@@ -227,8 +250,8 @@ def figures(result: dict) -> dict:
     (size,) = result["sizes"]
     return size
 {%- else -%}
-def summarize(run: bench.Run) -> dict:
-    return bench.summarize(Backend("aot_eager", "cpu", "a test"), example_inputs(), 1, 0.5, run)
+def summarize(run: bench.Run, backend: Backend = A_TEST) -> dict:
+    return bench.summarize(backend, example_inputs(), 1, 0.5, run)
 
 
 def figures(result: dict) -> dict:
@@ -408,17 +431,151 @@ def test_a_real_recompile_while_timing_is_reported(capsys, monkeypatch):
     monkeypatch.setattr(bench, "build", lambda backend{{ ", ranks" if tp else "" }}: (model, graph, (torch.ones(3),)))
     time_call = bench.time_call
 
+    recapture = "recapture_due_to_mutated_input_change_graph_0"
+
     def recompiling_time_call(fn, dummy_input, device):
         SCALE["value"] += 1  # the next graph call fails its guard and compiles again
+        counters["npugraph_ex"][recapture] += 1  # and npugraph_ex would capture it again
         return time_call(fn, dummy_input, device)
 
     monkeypatch.setattr(bench, "time_call", recompiling_time_call)
     monkeypatch.setitem(SCALE, "value", 1.0)
+    monkeypatch.setitem(counters, "npugraph_ex", {recapture: 0})
     torch._dynamo.reset()
     assert bench.main([*FAST, "--json"]) == 0
     captured = capsys.readouterr()
-    assert "stats.unique_graphs" in json.loads(captured.out)["recompiled"]
-    assert "recompiled or recaptured" in captured.err
+    moved = f"npugraph_ex.{recapture}, stats.unique_graphs"
+    assert json.loads(captured.out)["recompiled"] == moved.split(", ")
+    assert captured.err.splitlines()[-1] == (
+        f"bench: warning: {moved} changed while timing: graph mode recompiled or recaptured, so "
+        "its times include that work (changing shapes or input addresses?)"
+    )
+{%- endif %}
+
+
+def test_help_names_every_option_with_its_default(capsys):
+    """`bench --help` gives the usage under the command's name, what bench does, and each option
+    with what it does and its default."""
+    with pytest.raises(SystemExit) as exit_status:
+        bench.main(["--help"], prog="{{ cookiecutter.package_name }} bench")
+    assert exit_status.value.code == 0
+    printed = " ".join(capsys.readouterr().out.split())  # as one line, however it wraps
+    usage = "[-h] [--json] [--iters ITERS] [--warmup WARMUP] [--backend BACKEND]"
+    assert printed.startswith(f"usage: {{ cookiecutter.package_name }} bench {usage} ")
+    assert " Time eager against graph mode on the same model and input. options: " in printed
+    for option in [
+        "--json print one JSON object, not a table",
+        "--iters ITERS timed iterations (default: 50)",
+        "--warmup WARMUP warm-up calls of each (default: 5)",
+        (
+            f"--backend BACKEND torch.compile backend to time, via ${BACKEND_ENV} (default: what "
+            "the MRE uses)"
+        ),
+    ]:
+        assert option in printed
+
+
+def test_iterations_default_to_50_after_5_warm_up_calls_and_may_be_1_after_none():
+    """Without options bench times 50 iterations after 5 warm-up calls of each; --iters 1 and
+    --warmup 0 are accepted."""
+    defaults = bench.parse_args([], None)
+    assert (defaults.iters, defaults.warmup) == (50, 5)
+    fewest = bench.parse_args(["--iters", "1", "--warmup", "0"], None)
+    assert (fewest.iters, fewest.warmup) == (1, 0)
+
+
+class Terminal(io.StringIO):
+    """A stderr that is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_sees_the_status_line_rewritten_then_cleared(monkeypatch):
+    """On a terminal, bench's status line is rewritten in place and erased when it is done."""
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    progress = bench.Progress()
+    progress.show("bench: comparing outputs")
+    progress.clear()
+    assert terminal.getvalue() == "\r\x1b[Kbench: comparing outputs\r\x1b[K"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "refusal"),
+    [
+        (["--iters", "0"], "argument --iters: 0 is less than 1"),
+        (["--warmup", "-1"], "argument --warmup: -1 is less than 0"),
+        (["--iters", "many"], "argument --iters: 'many' is not an integer"),
+    ],
+)
+def test_a_count_out_of_range_is_refused_naming_the_option(arguments, refusal, capsys):
+    """--iters below 1, --warmup below 0 or a count that is no integer exits 2, naming the option,
+    the value and the limit."""
+    with pytest.raises(SystemExit) as exit_status:
+        bench.main(arguments, prog="bench")
+    assert exit_status.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"bench: error: {refusal}"
+{%- if not decode %}
+
+
+def test_a_model_py_that_breaks_its_contract_exits_2_saying_how(monkeypatch, capsys):
+    """example_inputs() that breaks the contract stops bench: exit 2, and what to fix on stderr."""
+    monkeypatch.setattr(bench, "example_inputs", lambda: [torch.ones(2)])
+    with pytest.raises(ContractError) as broken:
+        to_device([torch.ones(2)], "cpu")
+    assert bench.main(FAST) == 2
+    assert capsys.readouterr().err == f"bench: {broken.value}\n"
+
+
+class Plus(torch.nn.Module):
+    """x + 1, and `npu.kernel(ms, name)` first if given a simulated NPU."""
+
+    def __init__(self, npu: "SimulatedNpu | None" = None, ms: float = 0.0, name: str = "") -> None:
+        super().__init__()
+        self.npu, self.ms, self.name = npu, ms, name
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.npu:
+            self.npu.kernel(self.ms, self.name)
+        return x + 1
+
+
+def test_a_terminal_sees_each_stage_on_the_status_line(monkeypatch):
+    """On a terminal, bench's status line shows each stage in turn: the first graph call, the
+    comparison, each warm-up and each timed iteration; it is erased at the end."""
+    monkeypatch.setattr(bench, "build", lambda *arguments: (Plus(), Plus(), (torch.ones(2),)))
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert bench.main(FAST) == 0
+    assert terminal.getvalue().split("\r\x1b[K") == [
+        "",
+        f"bench: first {select_backend().name} call (compile and capture)",
+        "bench: comparing outputs",
+        "bench: warming up 1/1",
+        "bench: timing 1/3",
+        "bench: timing 2/3",
+        "bench: timing 3/3",
+        "",
+    ]
+{%- endif %}
+{%- if not tp and not decode %}
+
+
+def test_on_an_npu_bench_waits_for_the_device_and_times_it(monkeypatch, capsys):
+    """On an NPU bench waits for the device after the first graph call, and reports each mode's
+    device ms per call (the modules run on the CPU; the NPU's clock is simulated)."""
+    npu = SimulatedNpu()
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    npugraph_ex = Backend("npugraph_ex", "npu", "a simulated NPU")
+    monkeypatch.setattr(bench, "select_backend", lambda: npugraph_ex)
+    eager, graph = Plus(npu, 2.0, "eager"), Plus(npu, 0.5, "graph")
+    monkeypatch.setattr(bench, "build", lambda backend: (eager, graph, (torch.ones(2),)))
+    assert bench.main([*FAST, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["eager"]["device_mean_ms"], result["graph"]["device_mean_ms"]) == (2.0, 0.5)
+    assert npu.log[:2] == ["graph", "synchronize"]
 {%- endif %}
 
 
@@ -487,15 +644,40 @@ def test_outputs_that_differ_stop_the_run(capsys, monkeypatch):
     """A graph that computes something else is reported and exits 1 without timing."""
     build = bench.build
 
+    inputs = []
+
     def off_by_one(backend{{ ", ranks" if tp else "" }}):
         eager, _, dummy_input = build(backend{{ ", ranks" if tp else "" }})
+        inputs.append(dummy_input)
         return eager, lambda *args: tree_map_only(torch.Tensor, plus_one, eager(*args)), dummy_input
 
     monkeypatch.setattr(bench, "build", off_by_one)
     assert bench.main([*FAST, "--json"]) == 1
     captured = capsys.readouterr()
-    assert "does not match eager" in captured.err
-    assert json.loads(captured.out)["outputs_match"] is False
+    headline, how, *_ = captured.err.splitlines()
+    backend = select_backend()
+{%- if tp %}
+    expected = f"bench: {backend.name} does not match eager on rank 0, so nothing was timed:"
+    assert headline == expected
+    assert how.startswith("rank 0: ")
+{%- else %}
+    assert headline == f"bench: {backend.name} does not match eager, so nothing was timed:"
+{%- endif %}
+    assert "elements differ beyond the tolerance" in how
+    result = json.loads(captured.out)
+    assert (result["outputs_match"], result["inputs"]) == (False, describe_tree(inputs[0]))
+
+
+class TwoOutputs(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x, 2 * x
+
+
+def test_every_difference_is_reported_on_a_line_of_its_own():
+    """Each output that differs from eager's is one line of the report, named by its path."""
+    report = bench.compare_outputs(TwoOutputs(), lambda x: (x + 1, 2 * x + 1), (torch.ones(2),))
+    first, second = report.split("\n")
+    assert (first[:5], second[:5]) == ("[0]: ", "[1]: ")
 
 
 {% endif -%}
@@ -503,6 +685,14 @@ def test_speedup_is_the_median_ratio_with_its_iqr():
     """Speedup is the median per-iteration eager/graph ratio, so one slow call barely moves it."""
     speedup = figures(summarize(fabricated_run({}, {})))["speedup"]
     assert speedup == {"median": 2.0, "p25": 1.25, "p75": 2.0}
+
+
+def test_npugraph_ex_s_numbers_carry_no_note():
+    """When npugraph_ex ran, the numbers are the NPU's own: no note, in the result or the table."""
+    npugraph_ex = Backend("npugraph_ex", "npu", "Ascend910B2")
+    result = summarize(fabricated_run({}, {}), backend=npugraph_ex)
+    assert result["note"] is None
+    assert bench.render_table(result).splitlines()[-1].startswith("recompiles")
 
 
 def test_recompile_while_timing_is_reported():
@@ -532,6 +722,240 @@ def test_latency_is_the_median_p95_and_mean_of_the_calls():
     )
     one_call = {"p50_ms": 5.0, "p95_ms": 5.0, "mean_ms": 5.0, "device_mean_ms": None}
     assert bench.latency([5.0], []) == one_call
+
+
+def test_each_mode_s_device_time_is_the_mean_of_its_calls_device_times():
+    """On an NPU each mode's device ms is the mean of its own calls' device times (not their
+    median, not the other mode's)."""
+    host_ms = {"eager": [3.0, 2.0, 7.0], "graph": [1.0, 1.5, 4.0]}
+    device_ms = {"eager": [1.0, 2.0, 6.0], "graph": [0.5, 0.25, 0.75]}
+    figures = bench.timing(bench.Run({}, {}, host_ms=host_ms, device_ms=device_ms))
+    assert (figures["eager"]["device_mean_ms"], figures["graph"]["device_mean_ms"]) == (3.0, 0.5)
+
+
+def test_the_counters_include_every_one_npugraph_ex_keeps(monkeypatch):
+    """A recompile or recapture shows in the counters bench compares: Dynamo's unique graphs and
+    each counter npugraph_ex keeps per graph (torch_npu 2.13
+    dynamo/torchair/_acl_concrete_graph/acl_graph.py L1145-1147: counters["npugraph_ex"])."""
+    kept = {"captured_graph_0": 1, "recapture_due_to_mutated_input_change_graph_0": 2}
+    monkeypatch.setitem(counters, "npugraph_ex", kept)
+    assert bench.counter_snapshot() == {
+        "stats.unique_graphs": counters["stats"]["unique_graphs"],
+        "npugraph_ex.captured_graph_0": 1,
+        "npugraph_ex.recapture_due_to_mutated_input_change_graph_0": 2,
+    }
+
+
+class SimulatedNpu:
+    """torch.npu as bench times with it, after torch_npu 2.13: Event(enable_timing=False,
+    blocking=False, interprocess=False) (npu/streams.py L200), whose record() notes the device's
+    clock and elapsed_time(end) the ms between two recorded events, each made to measure time
+    ("Both events must be recorded before calculating elapsed time.": libtorch_npu.so); and
+    synchronize() (npu/utils.py L65). kernel(ms) stands for device work: it moves the clock."""
+
+    def __init__(self) -> None:
+        self.clock = 0.0
+        self.log: list[str] = []
+        npu = self
+
+        class Event:
+            def __init__(self, enable_timing=False, blocking=False, interprocess=False) -> None:
+                self.timing, self.at = enable_timing, None
+
+            def record(self, stream=None) -> None:
+                npu.log.append("record")
+                self.at = npu.clock
+
+            def elapsed_time(self, end_event) -> float:
+                if self.at is None or end_event.at is None:
+                    raise RuntimeError(
+                        "Both events must be recorded before calculating elapsed time."
+                    )
+                if not (self.timing and end_event.timing):
+                    raise RuntimeError("an event made without enable_timing=True measures no time")
+                return end_event.at - self.at
+
+        self.Event = Event
+
+    def synchronize(self, device=None) -> None:
+        self.log.append("synchronize")
+
+    def kernel(self, ms: float, name: str = "kernel") -> None:
+        self.log.append(name)
+        self.clock += ms
+
+
+def test_on_an_npu_a_call_is_timed_on_the_host_and_on_the_device(monkeypatch):
+    """On an NPU a timed call gives its wall-clock ms until the device is done (bench waits for
+    it before reading the clock) and its device ms, between events recorded either side of it."""
+    npu = SimulatedNpu()
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    clock = iter([100.0, 100.25])
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
+    assert bench.time_call(npu.kernel, (2.5,), "npu") == (250.0, 2.5)
+    assert npu.log == ["record", "kernel", "record", "synchronize"]
+{%- if not decode %}
+
+
+def test_on_an_npu_the_first_call_is_timed_until_the_device_is_done(monkeypatch):
+    """The first graph call's seconds (compile and capture) run until the device is done."""
+    npu = SimulatedNpu()
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    clock = iter([100.0, 100.25])
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
+    assert bench.time_first_call(npu.kernel, (2.5,), "npu") == 0.25
+    assert npu.log == ["kernel", "synchronize"]
+
+
+def timed(name: str) -> list[str]:
+    """What timing one call does on the simulated NPU: an event either side, then a wait."""
+    return ["record", name, "record", "synchronize"]
+
+
+def test_measure_warms_up_then_times_each_call_in_turn_first_one_then_the_other(monkeypatch):
+    """measure() warms each call up and waits for the device; then each iteration times one call
+    of each, under its name, the first call going first in even iterations and last in odd ones,
+    so that neither always runs on the other's warm caches."""
+    npu = SimulatedNpu()
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    clock = iter(range(100))
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock) / 2)
+    calls = {
+        "first": lambda ms: npu.kernel(2 * ms, "first"),
+        "second": lambda ms: npu.kernel(ms, "second"),
+    }
+    run = bench.measure(calls, (1.5,), "npu", 1, 3, bench.Progress())
+    assert npu.log == [
+        *["first", "second", "synchronize"],
+        *timed("first") + timed("second"),
+        *timed("second") + timed("first"),
+        *timed("first") + timed("second"),
+    ]
+    assert run.host_ms == {"first": [500.0] * 3, "second": [500.0] * 3}
+    assert run.device_ms == {"first": [3.0] * 3, "second": [1.5] * 3}
+
+
+def test_garbage_collection_is_off_while_timing_and_back_on_after():
+    """No garbage collection lands on a timed call: it is off while measure() times, and on again
+    afterwards."""
+    collecting = []
+
+    def call() -> None:
+        collecting.append(gc.isenabled())
+
+    assert gc.isenabled()
+    bench.measure({"eager": call, "graph": call}, (), "cpu", 0, 2, bench.Progress())
+    assert collecting == [False] * 4
+    assert gc.isenabled()
+
+
+def test_a_terminal_sees_one_status_line_rewritten_per_call(capsys):
+    """On a terminal, measure() rewrites one status line: each warm-up, then each iteration."""
+    progress = bench.Progress()
+    progress.live = True  # as if stderr were a terminal
+    bench.measure({"eager": lambda: None, "graph": lambda: None}, (), "cpu", 2, 3, progress)
+    assert capsys.readouterr().err.split("\r\x1b[K") == [
+        "",
+        "bench: warming up 1/2",
+        "bench: warming up 2/2",
+        "bench: timing 1/3",
+        "bench: timing 2/3",
+        "bench: timing 3/3",
+    ]
+{%- endif %}
+{%- if not tp %}
+
+
+def test_a_mismatch_says_how_graph_mode_differs(capsys):
+    """A mismatch report names the backend, says nothing was timed and shows how graph mode
+    differs; with --json, a failed result leads with what ran, where and on which inputs."""
+    backend = Backend("aot_eager", "cpu", "a test")
+    bench.report_mismatch(backend, example_inputs(), "output: off by one\nstate: stale", True)
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        "bench: aot_eager does not match eager, so nothing was timed:",
+        "output: off by one",
+        "state: stale",
+    ]
+    assert json.loads(captured.out) == {
+        "backend": "aot_eager",
+        "reason": "a test",
+        "device": "cpu",
+        "inputs": describe_tree(example_inputs()),
+        "outputs_match": False,
+    }
+{%- endif %}
+{%- if not tp and not decode %}
+
+
+def test_bench_runs_the_mre_s_seeded_weights_on_its_inputs(eager_step):
+    """bench's model and inputs are the MRE's, from the same seed: its eager output is the MRE's."""
+    model, dummy_input = bench.seeded_model(select_backend())
+    with torch.no_grad():
+        assert_same(model(*dummy_input), eager_step.output)
+
+
+def test_the_model_and_its_inputs_go_to_the_backend_s_device():
+    """bench builds the model and its inputs on the backend's device: here "meta", not the CPU
+    that build_model() and example_inputs() build them on."""
+    model, dummy_input = bench.seeded_model(Backend("aot_eager", "meta", "a test"))
+    inputs = [leaf for leaf in tree_leaves(dummy_input) if isinstance(leaf, torch.Tensor)]
+    assert {tensor.device.type for tensor in [*model.parameters(), *inputs]} == {"meta"}
+{%- endif %}
+{%- if not cache and not tp %}
+
+
+class PlusOne(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+class BreaksTheGraph(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch._dynamo.graph_break()
+        return x + 1
+
+
+def test_graph_mode_refuses_a_graph_break():
+    """Graph mode captures the whole model or fails, as the MRE does (fullgraph=True): a graph
+    break is an error, not a silent split into smaller graphs."""
+    torch._dynamo.reset()
+    graph = bench.graph_of(BreaksTheGraph(), A_TEST)
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        graph(torch.ones(2))
+
+
+def test_graph_mode_compiles_a_static_graph_for_each_input_shape():
+    """Graph mode keeps shapes fixed, as the MRE does (dynamic=False; an aclgraph has fixed
+    shapes): each new input shape gets a graph of its own, never one graph for any shape."""
+    torch._dynamo.reset()
+    graph = bench.graph_of(PlusOne(), A_TEST)
+    before = counters["stats"]["unique_graphs"]
+    for size in (2, 3, 4):
+        graph(torch.ones(size))
+    assert counters["stats"]["unique_graphs"] - before == 3
+
+
+def test_graph_mode_hands_npugraph_ex_its_options(monkeypatch):
+    """With npugraph_ex, graph mode hands it the backend's options, as the MRE does. The stand-in
+    is registered under that name, as torch_npu 2.13 registers its own (dynamo/__init__.py,
+    _register_npu_backend), and torch.compile passes it the options as a keyword
+    (torch/__init__.py, _TorchCompileWrapper)."""
+    received = []
+
+    def npugraph_ex(graph_module, example_inputs, **keywords):
+        received.append(keywords)
+        return graph_module.forward
+
+    # What torch._dynamo.register_backend(npugraph_ex) does, undone after the test.
+    registry = torch._dynamo.backends.registry
+    monkeypatch.setitem(registry._BACKENDS, "npugraph_ex", None)
+    monkeypatch.setitem(registry._COMPILER_FNS, "npugraph_ex", npugraph_ex)
+    backend = Backend("npugraph_ex", "cpu", "a test")
+    torch._dynamo.reset()
+    bench.graph_of(PlusOne(), backend)(torch.ones(2))
+    assert received == [{"options": backend.options}]
+{%- endif %}
 {%- if not tp and not decode %}
 
 

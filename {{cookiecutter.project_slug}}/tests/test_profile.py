@@ -3,18 +3,25 @@
 
 import contextlib
 import csv
+import enum
 import importlib.util
 import io
 import json
+import os
+import struct
 import sys
+import types
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 import pytest
 import torch
+from torch.profiler import ProfilerAction
 
 from {{ cookiecutter.package_name }}.toolkit import bench, profile
-from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
+from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, Backend, select_backend
+from {{ cookiecutter.package_name }}.toolkit.contract import describe_tree
 {%- if tp %}
 from {{ cookiecutter.package_name }}.toolkit.parallel import tensor_parallel
 {%- endif %}
@@ -37,6 +44,8 @@ class Profiled(NamedTuple):
     """--out: where the trace must be."""
     plot: Path | None
     """--plot's file, if matplotlib is installed here."""
+    waits: list[str]
+    """The device of each wait for the device (synchronize()), in order."""
 
 
 # One run serves every test that reads it: each run compiles your model again. It asks for mre_run
@@ -50,14 +59,23 @@ def profiled(mre_run, tmp_path_factory) -> Profiled:
         arguments += ["--plot", str(plot)]
     torch._dynamo.reset()
     printed, errors = io.StringIO(), io.StringIO()
+    waits: list[str] = []
+    synchronize = profile.synchronize
+
+    def noted(device: str) -> None:
+        waits.append(device)
+        synchronize(device)
+
     with (
+        pytest.MonkeyPatch.context() as monkeypatch,
         contextlib.chdir(folder),
         contextlib.redirect_stdout(printed),
         contextlib.redirect_stderr(errors),
     ):
+        monkeypatch.setattr(profile, "synchronize", noted)
         code = profile.main(arguments)
     assert code == 0, errors.getvalue()
-    return Profiled(json.loads(printed.getvalue()), folder / "prof", plot)
+    return Profiled(json.loads(printed.getvalue()), folder / "prof", plot, waits)
 
 
 def events_of(trace: Path) -> list[dict[str, Any]]:
@@ -156,6 +174,13 @@ def test_top_operators_are_the_modes_own_by_self_time(profiled, mode):
     assert sum(self_ms) <= profiled.result[mode]["host_ms"]
 
 
+def test_profile_waits_for_the_device_after_warming_up_and_after_every_step(profiled):
+    """profile waits for the backend's device after the warm-up calls and after each profiled
+    step (the profiler's warm-up step, then STEPS of each mode): no step's device work spills
+    into the next one's range."""
+    assert profiled.waits == [profiled.result["device"]] * (2 + 2 * STEPS)
+
+
 def test_summary_ends_with_each_trace_and_its_viewer(profiled):
     """The table's last line is a trace to open, and names the viewer that opens it."""
     last = profile.render(profiled.result).splitlines()[-1]
@@ -191,22 +216,28 @@ def test_plot_without_matplotlib_exits_2_and_says_how_to_install_it(monkeypatch,
 
 
 @pytest.mark.parametrize(
-    ("arguments", "names"),
+    ("arguments", "refusal"),
     [
-        (["--out", "a_file"], "--out"),
-        (["--plot", "profile.txt"], ".png"),
-        (["--plot", "missing/profile.png"], "does not exist"),
+        (["--out", "a_file"], "--out a_file is a file: pass a folder (it is created if missing)"),
+        (
+            ["--plot", "profile.txt"],
+            "--plot profile.txt: name a .png, .svg, .pdf file, e.g. profile.png",
+        ),
+        (
+            ["--plot", "missing/profile.png"],
+            "--plot missing/profile.png: the folder missing does not exist; create it first",
+        ),
     ],
 )
 def test_an_unwritable_output_exits_2_before_anything_runs(
-    arguments, names, monkeypatch, tmp_path, capsys
+    arguments, refusal, monkeypatch, tmp_path, capsys
 ):
     """--out naming a file, or --plot naming another format or a missing folder, exits 2 with
     the fix before any profiling."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a_file").write_text("")
     assert profile.main(arguments) == 2
-    assert names in capsys.readouterr().err
+    assert capsys.readouterr().err == f"profile: {refusal}\n"
     assert not (tmp_path / profile.DEFAULT_OUT).exists()
 
 
@@ -222,8 +253,10 @@ class Counts(torch.nn.Module):
         return x * self.calls
 
 
-def test_each_mode_runs_a_model_of_its_own(monkeypatch):
-    """Graph mode's first step starts from a fresh model, whatever eager's steps left behind."""
+@pytest.fixture
+def counting_workload(monkeypatch) -> Iterator[profile.Workload]:
+    """profile's workload of the Counts model on one input, torch.ones(3), each mode's step not
+    run yet."""
     monkeypatch.setattr(bench, "build_model", Counts)
     monkeypatch.setattr(bench, "example_inputs", lambda: (torch.ones(3),))
 {%- if cookiecutter.workload == "decode" %}
@@ -237,15 +270,25 @@ def test_each_mode_runs_a_model_of_its_own(monkeypatch):
     backend = select_backend()
 {%- if tp %}
     with torch.no_grad(), tensor_parallel(backend.device) as ranks:
-        job = profile.workload(backend, ranks)
+        yield profile.workload(backend, ranks)
 {%- else %}
     with torch.no_grad():
-        job = profile.workload(backend)
+        yield profile.workload(backend)
 {%- endif %}
-        eager = [job.steps["eager"]().clone() for _ in range(3)]
-        graph = job.steps["graph"]().clone()
+
+
+def test_each_mode_runs_a_model_of_its_own(counting_workload):
+    """Graph mode's first step starts from a fresh model, whatever eager's steps left behind."""
+    eager = [counting_workload.steps["eager"]().clone() for _ in range(3)]
+    graph = counting_workload.steps["graph"]().clone()
     assert eager[-1].tolist() == [3.0] * 3
     assert graph.tolist() == eager[0].tolist()
+
+
+def test_the_summary_names_the_inputs_the_steps_run_on(counting_workload):
+    """The summary's inputs row describes what the steps run on: example_inputs() on the device."""
+    device = select_backend().device
+    assert counting_workload.inputs == describe_tree((torch.ones(3, device=device),))
 
 
 # kernel_details.csv's columns: "Step Id", then the kernel view's (torch_npu 2.13
@@ -309,6 +352,791 @@ def test_an_npu_profile_counts_replays_and_each_steps_kernels(tmp_path):
     assert eager["top_operators"][0] == {"name": "aten::mm", "self_ms": 0.2, "calls": 1}
     assert eager["top_operators"][1]["name"] == "aten::linear"
     assert eager["top_operators"][1]["self_ms"] == pytest.approx(0.1)  # 300 less mm's 200 us
+
+
+def test_an_npu_run_s_result_names_its_profiler_and_the_profile_folder(tmp_path):
+    """An npugraph_ex run on an NPU: torch_npu's profiler, the figures its files hold, the trace
+    for Perfetto and its whole profile folder for MindStudio Insight, and no note."""
+    trace = write_npu_profile(tmp_path)
+    backend = Backend("npugraph_ex", "npu", "Ascend910B2, torch_npu 2.13.0")
+    result = profile.result_of(backend, profile.NPU_TRACER, "(Tensor[1, 8] float32,)", 2, trace)
+    assert result == {
+        "tracer": "torch_npu.profiler",
+        "backend": "npugraph_ex",
+        "reason": "Ascend910B2, torch_npu 2.13.0",
+        "device": "npu",
+        "inputs": "(Tensor[1, 8] float32,)",
+        "steps": 2,
+        **profile.summarize_trace(trace),
+        "trace": str(trace),
+        "open": [
+            (str(trace), "Perfetto (https://ui.perfetto.dev) or chrome://tracing"),
+            (
+                str(tmp_path / "host_1_20260101000000000_ascend_pt"),
+                "MindStudio Insight, or TensorBoard with torch-tb-profiler-ascend",
+            ),
+        ],
+        "note": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("device", "tracer"), [("npu", "torch_npu.profiler"), ("cpu", "torch.profiler")]
+)
+def test_torch_npu_profiles_on_an_npu_and_torch_elsewhere(device, tracer):
+    """On an NPU torch_npu's profiler records the steps, whatever the backend; elsewhere torch's."""
+    assert profile.tracer_for(Backend("eager", device, "a test")).name == tracer
+
+
+@pytest.mark.parametrize(
+    ("backend", "note"),
+    [
+        (Backend("npugraph_ex", "npu", "Ascend910B2"), None),
+        (
+            Backend("aot_eager", "cpu", "torch_npu is not installed"),
+            (
+                "aot_eager stands in for npugraph_ex and torch.profiler for torch_npu's: this "
+                "trace shows the CPU path only (no device time, no kernels, no aclgraph replay)"
+            ),
+        ),
+        (
+            Backend("eager", "npu", "forced by NPUGRAPH_BACKEND"),
+            "eager ran instead of npugraph_ex (forced by NPUGRAPH_BACKEND): no aclgraph to replay",
+        ),
+    ],
+)
+def test_the_note_says_what_the_trace_cannot_show(backend, note):
+    """No note when npugraph_ex ran on an NPU; off NPU the trace shows the CPU path only; on an
+    NPU another backend leaves no aclgraph to replay, and the note says why it ran."""
+    assert profile.note(backend) == note
+
+
+def figures_of(
+    host_ms: float,
+    operators: float,
+    regions: float,
+    top: list[tuple[str, float, float]],
+    **npu: Any,
+) -> dict[str, Any]:
+    """One mode's per-step figures as summarize_mode() gives them: off NPU, unless `npu` sets
+    device_ms, kernels, top_kernels and the aclgraph counts."""
+    return {
+        "steps": 2,
+        "host_ms": host_ms,
+        "operators": operators,
+        "compiled_regions": regions,
+        "replays": 0.0,
+        "captures": 0.0,
+        "eager_fallbacks": 0.0,
+        "top_operators": [{"name": name, "self_ms": ms, "calls": calls} for name, ms, calls in top],
+        "device_ms": None,
+        "kernels": None,
+        "top_kernels": None,
+        **npu,
+    }
+
+
+CPU_TRACE = "prof/host_1.1767225600000.pt.trace.json"
+NPU_TRACE = "prof/host_1_20260101000000000_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
+
+
+def cpu_result() -> dict[str, Any]:
+    """A result off NPU, every figure unlike the others."""
+    return {
+        "tracer": "torch.profiler",
+        "backend": "aot_eager",
+        "reason": "torch_npu is not installed",
+        "device": "cpu",
+        "inputs": "(Tensor[2, 8] float32,)",
+        "steps": 2,
+{%- if tp %}
+        "ranks": {"size": 2, "backend": "gloo", "slowest": 1},
+{%- endif %}
+        "eager": figures_of(1.23456, 2.5, 0.0, [("aten::mm", 0.5, 1.0), ("aten::relu", 0.25, 1.5)]),
+        "graph": figures_of(0.5, 3.0, 1.0, [("aten::addmm", 0.125, 1.0)]),
+        "trace": CPU_TRACE,
+        "open": [(CPU_TRACE, profile.PERFETTO)],
+        "note": "what the trace cannot show",
+    }
+
+
+def npu_result() -> dict[str, Any]:
+    """A result of npugraph_ex on an NPU, every figure unlike the others."""
+    eager_kernels = [{"name": "MatMulV2", "device_ms": 0.5}]
+    graph_kernels = [{"name": "MatMulV2", "device_ms": 0.25}, {"name": "Add", "device_ms": 0.0625}]
+    return {
+        "tracer": "torch_npu.profiler",
+        "backend": "npugraph_ex",
+        "reason": "Ascend910B2, torch_npu 2.13.0",
+        "device": "npu",
+        "inputs": "(Tensor[2, 8] float16,)",
+        "steps": 3,
+{%- if tp %}
+        "ranks": {"size": 1, "backend": "hccl", "slowest": 0},
+{%- endif %}
+        "eager": figures_of(
+            2.0,
+            4.0,
+            0.0,
+            [("aten::mm", 0.75, 2.0)],
+            device_ms=0.8766,
+            kernels=4.0,
+            top_kernels=eager_kernels,
+        ),
+        "graph": figures_of(
+            0.25,
+            0.0,
+            1.0,
+            [("aten::empty", 0.015625, 1.0)],
+            device_ms=0.375,
+            kernels=3.0,
+            replays=1.0,
+            top_kernels=graph_kernels,
+        ),
+        "trace": NPU_TRACE,
+        "open": profile.viewers(Path(NPU_TRACE), profile.NPU_TRACER.name),
+        "note": None,
+    }
+
+
+def test_summary_off_npu_reads_every_host_figure_under_its_mode():
+    """Off NPU the summary: what ran, the host figures of each mode in two columns (no rows for
+    what only an NPU measures), each mode's top operators, the note, and the trace's viewer."""
+    assert profile.render(cpu_result()).splitlines() == [
+        "profiler            torch.profiler, 2 steps of each mode after 1 warm-up",
+        "backend             aot_eager (torch_npu is not installed)",
+        "device              cpu",
+        "inputs              (Tensor[2, 8] float32,)",
+{%- if tp %}
+        "ranks               2 (gloo), figures from rank 1, the slowest",
+{%- endif %}
+        "per step                   eager       graph",
+        "  host ms                  1.235       0.500",
+        "  operators                  2.5           3",
+        "  compiled regions             0           1",
+        "eager top 5         self ms per step, calls per step",
+        "                        0.500      1  aten::mm",
+        "                        0.250    1.5  aten::relu",
+        "graph top 5         self ms per step, calls per step",
+        "                        0.125      1  aten::addmm",
+        "note                what the trace cannot show",
+        f"trace               {CPU_TRACE}: open in Perfetto (https://ui.perfetto.dev) or chrome://tracing",
+    ]
+
+
+def test_summary_on_an_npu_adds_device_time_kernels_and_aclgraph_counts():
+    """On an NPU the summary adds device time, kernels and graph replays, captures and eager
+    fallbacks per step, each mode's top kernels by device time, and the profile folder to open."""
+    folder = NPU_TRACE.removesuffix("/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    assert profile.render(npu_result()).splitlines() == [
+        "profiler            torch_npu.profiler, 3 steps of each mode after 1 warm-up",
+        "backend             npugraph_ex (Ascend910B2, torch_npu 2.13.0)",
+        "device              npu",
+        "inputs              (Tensor[2, 8] float16,)",
+{%- if tp %}
+        "ranks               1 (hccl), figures from rank 0, the only one",
+{%- endif %}
+        "per step                   eager       graph",
+        "  host ms                  2.000       0.250",
+        "  device ms                0.877       0.375",
+        "  operators                    4           0",
+        "  kernels                      4           3",
+        "  compiled regions             0           1",
+        "  graph replays                0           1",
+        "  graph captures               0           0",
+        "  eager fallbacks              0           0",
+        "eager top 5         self ms per step, calls per step",
+        "                        0.750      2  aten::mm",
+        "                        0.500  device  MatMulV2",
+        "graph top 5         self ms per step, calls per step",
+        "                        0.016      1  aten::empty",
+        "                        0.250  device  MatMulV2",
+        "                        0.062  device  Add",
+        f"trace               {NPU_TRACE}: open in Perfetto (https://ui.perfetto.dev) or chrome://tracing",
+        f"trace               {folder}: open in MindStudio Insight, or TensorBoard with torch-tb-profiler-ascend",
+    ]
+
+
+def test_summary_on_an_npu_without_kernel_details_shows_dashes():
+    """On an NPU whose profile has no kernel_details.csv, device time and kernels read "-"."""
+    result = npu_result()
+    for mode in profile.MODES:
+        result[mode].update(device_ms=None, kernels=None, top_kernels=None)
+    lines = profile.render(result).splitlines()
+    assert "  device ms                    -           -" in lines
+    assert "  kernels                      -           -" in lines
+
+
+@pytest.fixture
+def drawn(monkeypatch, tmp_path):
+    """draw(result): plot() the result into a PNG file, and give back the figure it saved, read
+    the way a viewer of the file would see it: its size in pixels, then its panels."""
+    figure = pytest.importorskip(
+        "matplotlib.figure", reason="needs matplotlib, the plot extra: pip install -e '.[plot]'"
+    )
+    saved = []
+    savefig = figure.Figure.savefig
+
+    def keep(canvas, *arguments, **keywords):
+        saved.append(canvas)
+        return savefig(canvas, *arguments, **keywords)
+
+    monkeypatch.setattr(figure.Figure, "savefig", keep)
+
+    def draw(result: dict[str, Any]) -> tuple[tuple[int, int], Any]:
+        path = tmp_path / "profile.png"
+        profile.plot(result, path)
+        # A PNG's width and height: the first chunk's (IHDR) first two fields.
+        size = struct.unpack(">II", path.read_bytes()[16:24])
+        (canvas,) = saved
+        return size, canvas
+
+    return draw
+
+
+def bars(axes) -> dict[str, list[tuple[float, float, float]]]:
+    """Each bar series of `axes` by its label: (centre, length, thickness) of each bar."""
+    series = {}
+    for container in axes.containers:
+        shapes = []
+        for bar in container:
+            x, y, width, height = bar.get_x(), bar.get_y(), bar.get_width(), bar.get_height()
+            if container.orientation == "vertical":
+                shapes.append((x + width / 2, height, width))
+            else:
+                shapes.append((y + height / 2, width, height))
+        series[container.get_label()] = [
+            tuple(round(each, 6) for each in shape) for shape in shapes
+        ]
+    return series
+
+
+def legend(axes) -> list[str]:
+    return [text.get_text() for text in axes.get_legend().get_texts()]
+
+
+def test_plot_is_a_wide_png_of_two_panels_titled_by_what_ran(drawn):
+    """--plot draws a 1200x500 image, laid out so that no label overlaps: a narrow panel of time
+    per step beside one three times as wide of the top operators, under a title naming the
+    backend and device."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    size, canvas = drawn(cpu_result())
+    assert size == (1200, 500)
+    assert isinstance(canvas.get_layout_engine(), ConstrainedLayoutEngine)
+    assert canvas.get_suptitle() == "eager against graph mode: aot_eager on cpu"
+    timing, operators = canvas.axes
+    grid = timing.get_subplotspec().get_gridspec()
+    assert grid is operators.get_subplotspec().get_gridspec()
+    assert (grid.get_geometry(), grid.get_width_ratios()) == ((1, 2), [1, 3])
+    assert (timing.get_title(), timing.get_ylabel()) == ("time per step", "ms per step")
+    assert operators.get_title() == "top 5 operators by self time, each mode"
+    assert operators.get_xlabel() == "self ms per step"
+
+
+def test_plot_off_npu_draws_host_time_per_mode(drawn):
+    """Off NPU the time panel has one bar per mode, its host ms per step, under its name."""
+    _, canvas = drawn(cpu_result())
+    timing, _ = canvas.axes
+    assert bars(timing) == {"host": [(0, 1.23456, 0.8), (1, 0.5, 0.8)]}
+    assert legend(timing) == ["host"]
+    assert list(timing.get_xticks()) == [0, 1]
+    assert [label.get_text() for label in timing.get_xticklabels()] == ["eager", "graph"]
+
+
+def test_plot_on_an_npu_draws_host_and_device_time_side_by_side(drawn):
+    """On an NPU each mode has a host and a device bar, side by side around its name."""
+    _, canvas = drawn(npu_result())
+    timing, _ = canvas.axes
+    assert bars(timing) == {
+        "host": [(-0.2, 2.0, 0.4), (0.8, 0.25, 0.4)],
+        "device": [(0.2, 0.8766, 0.4), (1.2, 0.375, 0.4)],
+    }
+    assert legend(timing) == ["host", "device"]
+
+
+def test_plot_draws_every_top_operator_of_either_mode_with_both_bars(drawn):
+    """Every operator in either mode's top list gets a row, eager's first and slowest on top,
+    with an eager and a graph bar of its self ms per step (0 where the mode's list lacks it)."""
+    _, canvas = drawn(cpu_result())
+    _, operators = canvas.axes
+    assert [label.get_text() for label in operators.get_yticklabels()] == [
+        "aten::mm",
+        "aten::relu",
+        "aten::addmm",
+    ]
+    assert list(operators.get_yticks()) == [0, 1, 2]
+    assert operators.yaxis_inverted()
+    assert bars(operators) == {
+        "eager": [(-0.2, 0.5, 0.4), (0.8, 0.25, 0.4), (1.8, 0.0, 0.4)],
+        "graph": [(0.2, 0.0, 0.4), (1.2, 0.0, 0.4), (2.2, 0.125, 0.4)],
+    }
+    assert legend(operators) == ["eager", "graph"]
+
+
+# torch_npu.profiler as torch-npu 2.13.0 defines it, reduced to what npu_profiler() calls: the
+# real signatures and defaults, each argument resolved as the real code resolves it (an invalid
+# one reset, with the warning torch_npu prints), kept for the test to read. From torch_npu/
+# profiler/: profiler.py (tensorboard_trace_handler L180-198, profile L201-260),
+# profiler_interface.py (L97-105: no experimental_config means the default one), scheduler.py
+# (Schedule L34-110), experimental_config.py (L54-105, checks L156-260) and
+# _profiler_path_creator.py (ProfPathCreator.init L28-48).
+NPU_WARNINGS: list[str] = []
+"""What the simulated torch_npu.profiler warned about, in order: arguments it had to reset."""
+
+
+class NpuActivity(enum.Enum):
+    """torch_npu._C._profiler.ProfilerActivity: CPU and NPU only (profiler_interface.py L249)."""
+
+    CPU = 0
+    NPU = 1
+
+
+class NpuSchedule:
+    """scheduler.py Schedule: an invalid count is reset, and no warm-up step is warned about."""
+
+    def __init__(self, wait, active, warmup=0, repeat=0, skip_first=0, skip_first_wait=0) -> None:
+        self.wait = checked("wait", wait, least=0, default=0)
+        self.warmup = checked("warmup", warmup, least=0, default=0)
+        self.active = checked("active", active, least=1, default=1)
+        self.repeat = checked("repeat", repeat, least=0, default=0)
+        self.skip_first = checked("skip_first", skip_first, least=0, default=0)
+        self.skip_first_wait = skip_first_wait
+        if self.warmup == 0:
+            NPU_WARNINGS.append("Profiler won't be using warmup, this can skew profiler results")
+
+    def __call__(self, step: int) -> ProfilerAction:
+        # Schedule.__call__ (L51-76), as written there.
+        if step < self.skip_first:
+            return ProfilerAction.NONE
+        step -= self.skip_first
+        if self.skip_first_wait != 0:
+            step += self.wait
+        num_steps = self.wait + self.warmup + self.active
+        if self.repeat > 0 and step / num_steps >= self.repeat:
+            return ProfilerAction.NONE
+        mod_step = step % num_steps
+        if mod_step < self.wait:
+            return ProfilerAction.NONE
+        if mod_step < self.wait + self.warmup:
+            return ProfilerAction.WARMUP
+        return ProfilerAction.RECORD if mod_step < num_steps - 1 else ProfilerAction.RECORD_AND_SAVE
+
+
+def checked(name: str, value: Any, least: int, default: int) -> int:
+    """Schedule._check_params: an integer of at least `least`, or `default` and a warning."""
+    if isinstance(value, int) and value >= least:
+        return value
+    NPU_WARNINGS.append(f"Invalid parameter {name}, reset it to {default}.")
+    return default
+
+
+LEVELS = ("Level0", "Level1", "Level2", "Level_none")
+PIPE_UTILIZATION, AI_CORE_NONE = "ACL_AICORE_PIPE_UTILIZATION", "ACL_AICORE_NONE"
+
+
+class NpuExperimentalConfig:
+    """experimental_config.py _ExperimentalConfig: the level, AI Core metrics and export types
+    it ends up with, after its own checks."""
+
+    def __init__(
+        self,
+        profiler_level="Level0",
+        aic_metrics=PIPE_UTILIZATION,
+        l2_cache=False,
+        msprof_tx=False,
+        mstx=False,
+        data_simplification=True,
+        record_op_args=False,
+        op_attr=False,
+        gc_detect_threshold=None,
+        export_type="text",
+        host_sys=None,
+        mstx_domain_include=None,
+        mstx_domain_exclude=None,
+        sys_io=False,
+        sys_interconnection=False,
+    ) -> None:
+        if isinstance(export_type, str) and export_type:
+            export_type = [export_type]
+        elif not isinstance(export_type, list) or not export_type:
+            NPU_WARNINGS.append(f"Invalid parameter export_type: {export_type}, reset it to text.")
+            export_type = ["text"]
+        if profiler_level in {"Level0", "Level_none"} and aic_metrics != AI_CORE_NONE:
+            NPU_WARNINGS.append(
+                "Please use level1 or level2 if you want to collect aic metrics, reset aic "
+                "metrics to None!"
+            )
+            aic_metrics = AI_CORE_NONE
+        if profiler_level not in LEVELS:
+            NPU_WARNINGS.append(
+                "Invalid parameter profiler_level, reset it to ProfilerLevel.Level0."
+            )
+            profiler_level = "Level0"
+        if not set(export_type) <= {"text", "db"}:
+            NPU_WARNINGS.append("Invalid parameter export_type, reset it to text.")
+            export_type = ["text"]
+        self.settings = {
+            "profiler_level": profiler_level,
+            "aic_metrics": aic_metrics,
+            "export_type": export_type,
+        }
+
+
+class NpuTraceHandler:
+    """tensorboard_trace_handler's result: the profile's parent folder, and the worker name its
+    folder starts with (ProfPathCreator: no dir_name means the working directory, a dir_name that
+    is not a non-empty str is reset to it with a warning, no worker_name means the host's name)."""
+
+    def __init__(self, dir_name=None, worker_name=None, analyse_flag=True, async_mode=False):
+        if dir_name is not None and not (dir_name and isinstance(dir_name, str)):
+            NPU_WARNINGS.append("Invalid parameter dir_name, reset it to default.")
+            dir_name = None
+        self.folder = os.path.realpath(dir_name) if dir_name else os.getcwd()
+        self.worker = worker_name or "the host's name"
+
+
+class NpuProfile:
+    """profiler.py profile: keyword arguments only; without a callable schedule it records every
+    step and marks none (no ProfilerStep#N), without activities it takes those the C extension
+    supports, and without an experimental_config the default one."""
+
+    def __init__(
+        self,
+        *,
+        activities=None,
+        schedule=None,
+        on_trace_ready=None,
+        record_shapes=False,
+        profile_memory=False,
+        with_stack=False,
+        with_flops=False,
+        with_modules=False,
+        experimental_config=None,
+        execution_trace_observer=None,
+        custom_trace_id_callback=None,
+        use_cuda=None,
+    ) -> None:
+        self.activities = set(activities) if activities else "supported_activities()"
+        self.schedule = schedule if callable(schedule) else None
+        self.on_trace_ready = on_trace_ready
+        self.experimental_config = experimental_config or NpuExperimentalConfig()
+
+
+@pytest.fixture
+def torch_npu_profiler(monkeypatch) -> types.SimpleNamespace:
+    """The simulated torch_npu.profiler, importable as torch_npu's, with no warning yet."""
+    simulated = types.SimpleNamespace(
+        profile=NpuProfile,
+        ProfilerActivity=NpuActivity,
+        schedule=NpuSchedule,
+        tensorboard_trace_handler=NpuTraceHandler,
+        _ExperimentalConfig=NpuExperimentalConfig,
+        ProfilerLevel=types.SimpleNamespace(**{level: level for level in LEVELS}),
+        AiCMetrics=types.SimpleNamespace(PipeUtilization=PIPE_UTILIZATION, AiCoreNone=AI_CORE_NONE),
+        ExportType=types.SimpleNamespace(Db="db", Text="text"),
+    )
+    monkeypatch.setitem(sys.modules, "torch_npu", types.SimpleNamespace(profiler=simulated))
+    NPU_WARNINGS.clear()
+    return simulated
+
+
+def test_on_an_npu_the_profiler_is_set_up_as_ascends_guide_sets_it(torch_npu_profiler, tmp_path):
+    """torch_npu's profiler records CPU and NPU activity: one warm-up step, then the `active`
+    steps and nothing after; its trace handler writes into --out under the worker's name; Level0,
+    no AI Core metrics, text export. torch_npu resets none of it, so it warns about nothing."""
+    out = tmp_path / "prof"
+    prof = profile.npu_profiler(out, "rank1", 3)
+    assert prof.activities == {NpuActivity.CPU, NpuActivity.NPU}
+    assert [prof.schedule(step) for step in range(6)] == [
+        ProfilerAction.WARMUP,
+        ProfilerAction.RECORD,
+        ProfilerAction.RECORD,
+        ProfilerAction.RECORD_AND_SAVE,
+        ProfilerAction.NONE,
+        ProfilerAction.NONE,
+    ]
+    handler = prof.on_trace_ready
+    assert (handler.folder, handler.worker) == (os.path.realpath(out), "rank1")
+    assert prof.experimental_config.settings == {
+        "profiler_level": "Level0",
+        "aic_metrics": AI_CORE_NONE,
+        "export_type": ["text"],
+    }
+    assert NPU_WARNINGS == []
+
+
+def test_off_npu_the_profiler_records_the_cpu_alone(monkeypatch, tmp_path):
+    """Off NPU torch.profiler records the CPU only, even where torch could trace more (CUDA, or
+    an NPU through torch_npu's PrivateUse1 device): the stand-in's trace is the CPU path."""
+    activity = torch.profiler.ProfilerActivity
+    everything = {activity.CPU, activity.CUDA, activity.PrivateUse1}
+    monkeypatch.setattr(
+        sys.modules[torch.profiler.profile.__module__], "supported_activities", lambda: everything
+    )
+    assert profile.cpu_profiler(tmp_path, None, 1).activities == {activity.CPU}
+
+
+def tiny_steps() -> dict[str, profile.Step]:
+    """An eager and a "graph" step of one operator each: enough for a trace, nothing compiled."""
+    ones = torch.ones(4)
+    return {"eager": lambda: ones * 2, "graph": lambda: ones + 1}
+
+
+def test_a_trace_goes_into_a_new_folder_named_after_its_worker(tmp_path):
+    """--out may name a folder inside one that does not exist yet: both are created, and the
+    trace in it starts with the worker's name."""
+    out = tmp_path / "runs" / "prof"
+    trace = profile.profile_steps(profile.CPU_TRACER, tiny_steps(), 1, out, worker="rank1")
+    assert trace.parent == out.resolve()
+    assert trace.name.startswith("rank1.")
+
+
+def test_a_second_run_into_the_same_folder_reads_its_own_trace(tmp_path):
+    """A run into a folder that an earlier run wrote to returns the trace it wrote itself."""
+    first = profile.profile_steps(profile.CPU_TRACER, tiny_steps(), 1, tmp_path)
+    second = profile.profile_steps(profile.CPU_TRACER, tiny_steps(), 1, tmp_path)
+    assert second != first
+    assert sorted(tmp_path.glob("*.pt.trace.json")) == sorted([first, second])
+
+
+class Writes:
+    """A profiler that writes the given files, each with its modification time, when it stops."""
+
+    def __init__(self, out: Path, files: dict[str, float]) -> None:
+        self.out, self.files = out, files
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for name, mtime in self.files.items():
+            (self.out / name).write_text("{}")
+            os.utime(self.out / name, (mtime, mtime))
+
+    def step(self) -> None:
+        pass
+
+
+def writing(files: dict[str, float]) -> profile.Tracer:
+    return profile.Tracer(
+        "a test profiler", lambda out, worker, active: Writes(out, files), "*.json"
+    )
+
+
+def test_a_profiler_that_writes_no_trace_is_an_error_naming_what_was_looked_for(tmp_path):
+    """A profiler that wrote no trace is an error naming the profiler and the path it looked for."""
+    with pytest.raises(RuntimeError) as error:
+        profile.profile_steps(writing({}), tiny_steps(), 1, tmp_path)
+    expected = f"a test profiler wrote no trace matching {tmp_path.resolve() / '*.json'}"
+    assert str(error.value) == expected
+
+
+def test_of_several_new_traces_the_last_written_is_read(tmp_path):
+    """If a profiler writes more than one trace, the one written last is read."""
+    tracer = writing({"a.json": 2_000_000_000, "b.json": 1_000_000_000, "c.json": 1_500_000_000})
+    assert profile.profile_steps(tracer, tiny_steps(), 1, tmp_path).name == "a.json"
+
+
+def event(name: str, start: float, duration: float, cat: str = "cpu_op", tid: int = 1) -> dict:
+    """A complete ("X") event of a torch.profiler trace."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": start, "dur": duration}
+
+
+@pytest.fixture
+def edges(tmp_path) -> dict[str, Any]:
+    """The eager figures of a hand-made torch.profiler trace of one step: aten::linear starts
+    with the step's range, and aten::mm inside it at the same time; aten::relu ends with the
+    range; a runtime call lies inside aten::mm, and another thread runs aten::add meanwhile."""
+    events = [
+        event("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+        event("eager step", 100, 800, cat="user_annotation"),
+        event("aten::linear", 100, 300),
+        event("aten::mm", 100, 200),
+        event("cudaLaunchKernel", 150, 20, cat="cuda_runtime"),
+        event("aten::relu", 800, 100),
+        event("aten::add", 200, 100, tid=2),
+    ]
+    trace = tmp_path / "host.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    return profile.summarize_trace(trace)["eager"]
+
+
+def test_operators_that_start_or_end_with_their_step_are_in_it(edges):
+    """An operator that starts or ends exactly when its step's range does is inside the step;
+    one on another thread at the same time is not."""
+    assert edges["operators"] == 3
+    assert {operator["name"] for operator in edges["top_operators"]} == {
+        "aten::linear",
+        "aten::mm",
+        "aten::relu",
+    }
+
+
+def test_self_time_leaves_out_the_operators_inside_even_those_starting_together(edges):
+    """An operator's self time is its duration less that of the operators directly inside it,
+    even one that starts at the same time; a runtime call (not an operator or a range) takes
+    nothing off."""
+    self_ms = {operator["name"]: operator["self_ms"] for operator in edges["top_operators"]}
+    assert self_ms == pytest.approx({"aten::mm": 0.2, "aten::linear": 0.1, "aten::relu": 0.1})
+
+
+@pytest.fixture
+def one_graph_step(tmp_path) -> dict[str, dict[str, Any]]:
+    """The figures of a hand-made torch.profiler trace of one graph step and no eager step: a
+    compiled region replaying its aclgraph, then one operator."""
+    events = [
+        event("ProfilerStep#1", 0, 1000, cat="user_annotation"),
+        event("graph step", 100, 500, cat="user_annotation"),
+        event("Torch-Compiled Region: 0/0", 110, 300, cat="user_annotation"),
+        event("acl_graph_replay", 120, 100, cat="user_annotation"),
+        event("aten::add", 450, 50),
+    ]
+    trace = tmp_path / "host.pt.trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    return profile.summarize_trace(trace)
+
+
+OFF_NPU = {"device_ms": None, "kernels": None, "top_kernels": None}
+"""What a trace without kernel_details.csv beside it says of the device: nothing."""
+
+
+def test_a_mode_with_no_step_in_the_trace_reads_zero(one_graph_step):
+    """A mode the trace holds no step of reads zero of everything, not an error."""
+    assert one_graph_step["eager"] == {
+        "steps": 0,
+        "host_ms": 0.0,
+        "operators": 0.0,
+        "compiled_regions": 0.0,
+        "replays": 0.0,
+        "captures": 0.0,
+        "eager_fallbacks": 0.0,
+        "top_operators": [],
+        **OFF_NPU,
+    }
+
+
+def test_the_figures_of_one_step_are_that_step_s(one_graph_step):
+    """With one step of a mode, its per-step figures are that step's own."""
+    assert one_graph_step["graph"] == {
+        "steps": 1,
+        "host_ms": pytest.approx(0.5),
+        "operators": 1.0,
+        "compiled_regions": 1.0,
+        "replays": 1.0,
+        "captures": 0.0,
+        "eager_fallbacks": 0.0,
+        "top_operators": [{"name": "aten::add", "self_ms": pytest.approx(0.05), "calls": 1.0}],
+        **OFF_NPU,
+    }
+
+
+def test_top_kernels_are_the_five_slowest_by_device_time_per_step(tmp_path):
+    """On an NPU each mode's top kernels are its five with the most device time per step, a
+    kernel's launches summed, slowest first."""
+    output = tmp_path / "host_1_20260101000000000_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    output.mkdir(parents=True)
+    events = []
+    durations = [("MatMul", 40), ("Add", 10), ("MatMul", 20), ("Mul", 30), ("Cast", 5)]
+    durations += [("Relu", 25), ("Sub", 15), ("Exp", 1)]
+    rows = []
+    for step in (1, 2):
+        start = step * 1000
+        events.append(event(f"ProfilerStep#{step}", start, 900, cat="user_annotation"))
+        events.append(event("graph step", start + 10, 800, cat="user_annotation"))
+        rows += [[step, 0, name, name, "AI_CORE", start, us, 0, 1] for name, us in durations]
+    (output / "trace_view.json").write_text(json.dumps(events))
+    with (output / "kernel_details.csv").open("w", newline="") as file:
+        csv.writer(file).writerows([KERNEL_HEADERS, *rows])
+    graph = profile.summarize_trace(output / "trace_view.json")["graph"]
+    assert graph["top_kernels"] == [
+        {"name": "MatMul", "device_ms": pytest.approx(0.06)},
+        {"name": "Mul", "device_ms": pytest.approx(0.03)},
+        {"name": "Relu", "device_ms": pytest.approx(0.025)},
+        {"name": "Sub", "device_ms": pytest.approx(0.015)},
+        {"name": "Add", "device_ms": pytest.approx(0.01)},
+    ]
+
+
+def test_help_names_every_option_with_its_default(capsys):
+    """`profile --help` gives the usage under the command's name, what profile does, and each
+    option with what it does and its default."""
+    with pytest.raises(SystemExit) as exit_status:
+        profile.main(["--help"], prog="{{ cookiecutter.package_name }} profile")
+    assert exit_status.value.code == 0
+    printed = " ".join(capsys.readouterr().out.split())  # as one line, however it wraps
+    usage = "[-h] [--steps STEPS] [--out OUT] [--plot FILE.png] [--json]"
+    assert printed.startswith(f"usage: {{ cookiecutter.package_name }} profile {usage} ")
+    assert (
+        " Profile where a step's time goes, eager against graph mode, in the viewers NPU "
+        "engineers use. options: "
+    ) in printed
+    for option in [
+        "--steps STEPS profiled steps of each mode (default: 5)",
+        "--out OUT folder the traces go to (default: ./prof)",
+        "--plot FILE.png also draw the summary",
+        "--json print one JSON object, not a table",
+    ]:
+        assert option in printed
+
+
+def test_steps_default_to_5_and_may_be_1():
+    """Without --steps, 5 steps of each mode are profiled; --steps 1 profiles one."""
+    assert profile.parse_args([], None).steps == 5
+    assert profile.parse_args(["--steps", "1"], None).steps == 1
+
+
+@pytest.fixture
+def quick_main(monkeypatch, tmp_path):
+    """profile.main() in tmp_path, whose run() prints a line (as a model may) and returns
+    cpu_result() at once."""
+
+    def run(*arguments: Any) -> dict[str, Any]:
+        print("a line your model printed")
+        return cpu_result()
+
+    monkeypatch.setattr(profile, "run", run)
+    monkeypatch.chdir(tmp_path)
+    return profile.main
+
+
+def test_what_runs_prints_to_stderr_and_stdout_holds_the_json_alone(quick_main, capsys):
+    """Whatever prints while profile runs (your model, torch_npu's profiler) goes to stderr:
+    stdout holds the one JSON object."""
+    assert quick_main(["--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["eager"] == cpu_result()["eager"]
+    assert captured.err == "a line your model printed\n"
+{%- if not tp %}
+
+
+def test_without_json_profile_prints_the_summary(quick_main, capsys):
+    """Without --json, profile prints the summary table."""
+    assert quick_main([]) == 0
+    assert capsys.readouterr().out == profile.render(cpu_result()) + "\n"
+{%- endif %}
+
+
+def test_plot_says_where_it_is_written(quick_main, capsys, tmp_path):
+    """--plot writes the file and says so on stderr, after the summary."""
+    pytest.importorskip(
+        "matplotlib", reason="needs matplotlib, the plot extra: pip install -e '.[plot]'"
+    )
+    assert quick_main(["--plot", "p.png"]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == "profile: plot written to p.png"
+    assert (tmp_path / "p.png").is_file()
+
+
+def test_a_backend_that_cannot_run_exits_2_saying_why(monkeypatch, tmp_path, capsys):
+    """A backend that cannot run here stops profile before anything runs: exit 2, and the
+    reason on stderr."""
+    monkeypatch.setenv(BACKEND_ENV, "no_such_backend")
+    with pytest.raises(ValueError, match="no_such_backend") as refused:
+        select_backend()
+    monkeypatch.chdir(tmp_path)
+    assert profile.main([]) == 2
+    assert capsys.readouterr().err == f"profile: {refused.value}\n"
+    assert not (tmp_path / profile.DEFAULT_OUT).exists()
 {%- if tp %}
 
 

@@ -484,12 +484,19 @@ def run(
         worker={{ "f\"rank{ranks.rank}\"" if tp else "None" }},
         wait=lambda: synchronize(backend.device),
     )
+    return result_of(backend, tracer, job.inputs, count, trace)
+
+
+def result_of(
+    backend: Backend, tracer: Tracer, inputs: str, count: int, trace: Path
+) -> dict[str, Any]:
+    """A run's result: what ran, the per-step figures its trace holds, and what opens the trace."""
     return {
         "tracer": tracer.name,
         "backend": backend.name,
         "reason": backend.reason,
         "device": backend.device,
-        "inputs": job.inputs,
+        "inputs": inputs,
         "steps": count,
         **summarize_trace(trace),
         "trace": str(trace),
