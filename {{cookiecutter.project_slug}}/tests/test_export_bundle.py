@@ -346,18 +346,18 @@ import numpy as np
 import PIL
 import torch
 import torchaudio
-from numpy import ndarray
+from numpy import typing as npt
 from PIL import Image
 from torch import is_tensor, isfinite
 from torch.nn import functional as F
-from units import kilo, Meter, G, KB, PI as pi, meter as m
+from units import kilo, Meter, G, PI as pi, meter as m
 
 
 def build_model():
     return (
         os, system, Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping,
         TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, cast,
-        np, PIL, torch, torchaudio, ndarray, Image, is_tensor, isfinite, F, kilo, Meter, G, KB, pi, m,
+        np, PIL, torch, torchaudio, npt, Image, is_tensor, isfinite, F, kilo, Meter, G, pi, m,
     )
 """,
         }
@@ -388,11 +388,11 @@ import torch
 import torch.nn.functional as F
 import torch_npu  # noqa: F401  (the npu device and npugraph_ex)
 import torchaudio
-from numpy import ndarray
+from numpy import typing as npt
 from PIL import Image
 from torch import is_tensor, isfinite
-from units import KB, G, Meter, kilo
 from units import PI as pi
+from units import G, Meter, kilo
 from units import meter as m
 """
     )
