@@ -44,6 +44,7 @@ COMMON_FILES = {
     "tests/test_doctor.py",
     "tests/test_doctor_checks.py",
     "tests/test_export.py",
+    "tests/test_export_bundle.py",
     "tests/test_graph.py",
     "tests/test_mre.py",
     "tests/test_npugraph_ex.py",
