@@ -358,12 +358,12 @@ def test_an_npu_run_s_result_names_its_profiler_and_the_profile_folder(tmp_path)
     """An npugraph_ex run on an NPU: torch_npu's profiler, the figures its files hold, the trace
     for Perfetto and its whole profile folder for MindStudio Insight, and no note."""
     trace = write_npu_profile(tmp_path)
-    backend = Backend("npugraph_ex", "npu", "Ascend910B2, torch_npu 2.13.0")
+    backend = Backend("npugraph_ex", "npu", "Ascend910B2, torch_npu 2.11.0")
     result = profile.result_of(backend, profile.NPU_TRACER, "(Tensor[1, 8] float32,)", 2, trace)
     assert result == {
         "tracer": "torch_npu.profiler",
         "backend": "npugraph_ex",
-        "reason": "Ascend910B2, torch_npu 2.13.0",
+        "reason": "Ascend910B2, torch_npu 2.11.0",
         "device": "npu",
         "inputs": "(Tensor[1, 8] float32,)",
         "steps": 2,
@@ -467,7 +467,7 @@ def npu_result() -> dict[str, Any]:
     return {
         "tracer": "torch_npu.profiler",
         "backend": "npugraph_ex",
-        "reason": "Ascend910B2, torch_npu 2.13.0",
+        "reason": "Ascend910B2, torch_npu 2.11.0",
         "device": "npu",
         "inputs": "(Tensor[2, 8] float16,)",
         "steps": 3,
@@ -530,7 +530,7 @@ def test_summary_on_an_npu_adds_device_time_kernels_and_aclgraph_counts():
     folder = NPU_TRACE.removesuffix("/ASCEND_PROFILER_OUTPUT/trace_view.json")
     assert profile.render(npu_result()).splitlines() == [
         "profiler            torch_npu.profiler, 3 steps of each mode after 1 warm-up",
-        "backend             npugraph_ex (Ascend910B2, torch_npu 2.13.0)",
+        "backend             npugraph_ex (Ascend910B2, torch_npu 2.11.0)",
         "device              npu",
         "inputs              (Tensor[2, 8] float16,)",
 {%- if tp %}
@@ -678,7 +678,7 @@ def test_plot_draws_every_top_operator_of_either_mode_with_both_bars(cpu_plot):
     assert legend(operators) == ["eager", "graph"]
 
 
-# torch_npu.profiler as torch-npu 2.13.0 defines it, reduced to what npu_profiler() calls: the
+# torch_npu.profiler as torch-npu 2.13 defines it, reduced to what npu_profiler() calls: the
 # real signatures and defaults, each argument resolved as the real code resolves it (an invalid
 # one reset, with the warning torch_npu prints), kept for the test to read. From torch_npu/
 # profiler/: profiler.py (tensorboard_trace_handler L180-198, profile L201-260),
