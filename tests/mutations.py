@@ -379,6 +379,47 @@ MUTATIONS = (
         "tests/test_export.py -k 'data_file and importlib'",
         DEFAULT,
     ),
+    # Issue 20: export's own mutation survivors, caught on small stand-in projects.
+    Mutation(
+        "export lets the MRE use a module object",
+        f"{TOOLKIT}/export.py",
+        "        self.refuse_module_objects(entry)\n",
+        "",
+        "tests/test_export_bundle.py -k module_object",
+        DEFAULT,
+    ),
+    Mutation(
+        "export writes a renamed import among the others, which ruff's isort splits",
+        f"{TOOLKIT}/export.py",
+        "    return sorted([plain, *renamed] if plain else renamed, key=lambda names: isort_key(names[0]))",
+        "    return [ordered]",
+        "tests/test_export_bundle.py -k imports_merge",
+        DEFAULT,
+    ),
+    Mutation(
+        "export calls `import os` and `import os.path` two different imports",
+        f"{TOOLKIT}/export.py",
+        "        return alias.name if alias.asname else name  # `import torch.nn` binds torch",
+        "        return alias.name",
+        "tests/test_export_bundle.py -k imports_merge",
+        DEFAULT,
+    ),
+    Mutation(
+        "export drops what a toolkit module imported whole registers",
+        f"{TOOLKIT}/export.py",
+        '    return all(name.startswith("_") for name in definition.binds)',
+        "    return False",
+        "tests/test_export_bundle.py -k toolkit_modules",
+        DEFAULT,
+    ),
+    Mutation(
+        "export's run of the file leaves a stderr file where you are",
+        f"{TOOLKIT}/export.py",
+        '        with Path(scratch, "stderr").open("w+") as stderr:',
+        '        with Path("stderr").open("w+") as stderr:',
+        "tests/test_export.py -k runs_alone",
+        DEFAULT,
+    ),
     # The template's own suite: the hooks, the simulated NPU machines, your own models.
     Mutation(
         "a generated test imports a helper from conftest",

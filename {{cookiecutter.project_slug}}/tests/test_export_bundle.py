@@ -30,9 +30,9 @@ if __name__ == "__main__":
 
 @pytest.fixture
 def project(tmp_path, monkeypatch) -> Iterator[Callable[..., Path]]:
-    """Write a stand-in project, {module path: source}, that export bundles instead of this one.
+    """Write a stand-in project, {file path: text}, that export bundles instead of this one.
 
-    Every package folder gets an empty __init__.py unless given; mre.py defaults to ENTRY.
+    Each folder of modules gets an empty __init__.py unless given; mre.py is ENTRY unless given.
     """
     root = tmp_path / "src"
     monkeypatch.syspath_prepend(root)
@@ -44,13 +44,14 @@ def project(tmp_path, monkeypatch) -> Iterator[Callable[..., Path]]:
 
     def write(sources: dict[str, str]) -> Path:
         package = root / STAND_IN
-        for name, text in {"mre.py": ENTRY, **sources}.items():
+        if not (package / "mre.py").exists():
+            sources = {"mre.py": ENTRY, **sources}
+        for name, text in sources.items():
             path = package / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        for folder in [package, *(path for path in package.rglob("*") if path.is_dir())]:
-            if folder.name != "__pycache__" and not (folder / "__init__.py").exists():
-                (folder / "__init__.py").write_text("")
+        for folder in {path.parent for path in package.rglob("*.py")}:
+            (folder / "__init__.py").touch()
         importlib.invalidate_caches()
         return package
 
@@ -346,18 +347,18 @@ import numpy as np
 import PIL
 import torch
 import torchaudio
-from numpy import ndarray
+from numpy import typing as npt
 from PIL import Image
 from torch import is_tensor, isfinite
 from torch.nn import functional as F
-from units import kilo, Meter, G, KB, PI as pi, meter as m
+from units import kilo, Meter, G, PI as pi, meter as m
 
 
 def build_model():
     return (
         os, system, Awaitable, Callable, Collection, Container, Coroutine, Hashable, Mapping,
         TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, cast,
-        np, PIL, torch, torchaudio, ndarray, Image, is_tensor, isfinite, F, kilo, Meter, G, KB, pi, m,
+        np, PIL, torch, torchaudio, npt, Image, is_tensor, isfinite, F, kilo, Meter, G, pi, m,
     )
 """,
         }
@@ -388,11 +389,11 @@ import torch
 import torch.nn.functional as F
 import torch_npu  # noqa: F401  (the npu device and npugraph_ex)
 import torchaudio
-from numpy import ndarray
+from numpy import typing as npt
 from PIL import Image
 from torch import is_tensor, isfinite
-from units import KB, G, Meter, kilo
 from units import PI as pi
+from units import G, Meter, kilo
 from units import meter as m
 """
     )
