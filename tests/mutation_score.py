@@ -306,7 +306,9 @@ def run_mutmut(target: Target, work: Path, workers: int, modules: list[str]) -> 
         return
     fingerprint = fingerprint_of(target, work)
     marker = work / "mutants" / "tests-fingerprint"
-    retest = marker.exists() and marker.read_text() != fingerprint
+    # Results without a marker are those of a run that was stopped: tested against tests that
+    # may have changed since, as mutmut re-tests only the mutants of functions that changed.
+    retest = (work / "mutants").exists() and (not marker.exists() or marker.read_text() != fingerprint)
     if retest:
         # New and changed tests reach other functions: count again which tests reach which.
         (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)

@@ -202,7 +202,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
     return install
 
 
-# A torch_npu that imports, with the calls the toolkit makes as torch-npu 2.13.0 defines them
+# A torch_npu that imports, with the calls the toolkit makes as torch-npu 2.13 defines them
 # (torch_npu/npu/__init__.py): device_count() is the driver's count (ascend_hal), is_available()
 # whether the runtime counts any (_npu_getDeviceCount()); get_device_name() takes a device index
 # (None: the current one), refuses one past device_count() and returns aclrtGetSocName(), the

@@ -200,7 +200,7 @@ def test_half_sourced_cann_names_the_variable_and_fix(message):
 # What torch_npu's import raises besides a half-sourced CANN, and the one line each becomes.
 TRACEBACK_HINT = "run `python -c 'import torch_npu'` for the traceback"
 IMPORT_FAILURES = {
-    # libtorch_npu.so needs libhccl.so, then libascendcl.so (its ELF NEEDED entries, 2.13.0):
+    # libtorch_npu.so needs libhccl.so, then libascendcl.so (its ELF NEEDED entries, 2.13):
     # with CANN's hccl on the library path but not its runtime, the loader names the second.
     "ascendcl-missing": (
         ImportError("libascendcl.so: cannot open shared object file: No such file or directory"),
@@ -209,7 +209,7 @@ IMPORT_FAILURES = {
             f"or directory); {CANN_HINT}"
         ),
     ),
-    # Any other complaint about CANN's variables (2.13.0 torch_npu/_inductor/cpp_builder.py).
+    # Any other complaint about CANN's variables (2.13 torch_npu/_inductor/cpp_builder.py).
     "ascend-variable": (
         RuntimeError("Could not find ASCEND_HOME_PATH in env. Please run set_env.sh first."),
         (
@@ -217,7 +217,7 @@ IMPORT_FAILURES = {
             f"first.); {CANN_HINT}"
         ),
     ),
-    # A CUDA build of torch (2.13.0 torch_npu/__init__.py, _check_device_conflict()).
+    # A CUDA build of torch (2.13 torch_npu/__init__.py, _check_device_conflict()).
     "cuda-torch": (
         RuntimeError(
             "Two accelerators cannot be used at the same time in PyTorch: npu and cuda.\n"

@@ -448,8 +448,8 @@ def test_problems_and_warnings_are_counted_apart(capsys, monkeypatch{{ swapped }
     assert result["summary"] == (
         "2 problem(s): fix them, then run check again; read the 2 warning(s) above"
     )
-    whats = [(finding["what"], finding["severity"]) for finding in result["findings"]]
-    assert whats == [
+    found = [(finding["what"], finding["severity"]) for finding in result["findings"]]
+    assert found == [
         ("non-tensor output", "warning"),
         ("non-tensor input", "warning"),
         ("eager differs from eager", "problem"),

@@ -316,7 +316,7 @@ CACHED = (
 {% else -%}
 CACHED = ""
 {% endif -%}
-"""What a constant costs under cache_compile, in this project's mode."""
+"""What a baked-in constant costs beyond a second graph, in this project's mode."""
 
 
 def test_a_bool_input_compiles_a_second_graph_for_its_other_value():

@@ -16,9 +16,9 @@ from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV
 from {{ cookiecutter.package_name }}.toolkit.contract import constant_note
 from {{ cookiecutter.package_name }}.toolkit.doctor import Check
 
-TORCH = "{{ cookiecutter.__torch_version }}"
-"""The torch release the pinned torch_npu needs."""
 PINNED = "{{ cookiecutter.torch_npu_version }}"
+TORCH = PINNED.split(".post")[0]
+"""The torch release the pinned torch_npu needs: its version without the post-release."""
 SOURCE_CANN = "source <CANN>/set_env.sh, e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh"
 CAPTURE_SOCS = "Atlas A2 (Ascend910B1-B4), Atlas A3 (Ascend910_93xx) or Ascend 950"
 MODEL_FIX = "fix model.py: README, section 'Your own model'"
@@ -99,23 +99,23 @@ def test_another_torch_npu_release_for_this_torch_warns(installed):
 @pytest.mark.parametrize(
     "requirement",
     [
-        "torch==2.13.0.*",  # torch-npu 2.13.0's wheel
-        "torch==2.13.0",
-        "torch (==2.13.0)",  # the Metadata 1.2 form of older wheels
-        "torch==2.13.0; python_version >= '3.9'",
-        "torch == 2.13.0+cpu",
+        "torch==2.11.0.*",  # a torch-npu wheel's own pin
+        "torch==2.11.0",
+        "torch (==2.11.0)",  # the Metadata 1.2 form of older wheels
+        "torch==2.11.0; python_version >= '3.9'",
+        "torch == 2.11.0+cpu",
     ],
 )
 def test_the_torch_torch_npu_wants_is_read_from_its_requirements(installed, requirement):
     """Whatever form the torch requirement takes, and wherever it is listed, its version is read
     without a local build tag or wildcard."""
-    installed("torch_npu", "2.13.0", "numpy", requirement, "pyyaml")
-    assert doctor.torch_npu_wants() == "2.13.0"
+    installed("torch_npu", "2.11.0", "numpy", requirement, "pyyaml")
+    assert doctor.torch_npu_wants() == "2.11.0"
 
 
 def test_a_torch_npu_that_requires_no_torch_wants_none(installed):
     """Metadata without a torch requirement gives no torch version to insist on."""
-    installed("torch_npu", "2.13.0", "numpy", "torchvision==0.28.0")
+    installed("torch_npu", "2.11.0", "numpy", "torchvision==0.28.0")
     assert doctor.torch_npu_wants() is None
 
 
@@ -352,7 +352,7 @@ def test_without_torch_npu_a_partial_cann_is_no_failure(ascend, installed, monke
 # --- the backend: what torch lists, and what the MRE will use
 
 # torch.compile's backends as torch 2.13 lists them (list_backends()), without and with
-# torch_npu 2.13.0 installed: its wheel registers npu, npugraph_ex and npugraphs as entry points.
+# torch_npu 2.13 installed: its wheel registers npu, npugraph_ex and npugraphs as entry points.
 TORCH_BACKENDS = ["cudagraphs", "inductor", "openxla", "tvm"]
 WITH_TORCH_NPU = ["cudagraphs", "inductor", "npu", "npugraph_ex", "npugraphs", "openxla", "tvm"]
 

@@ -804,11 +804,11 @@ def test_what_runs_to_prove_each_target(monkeypatch, npu_ok):
     assert export.rehearsal("npu", "# the npu file\n") == expected
 
 
-@pytest.mark.parametrize("npu_version", ["2.13.0.post2", None])
+@pytest.mark.parametrize("npu_version", ["2.11.0.post2", None])
 def test_header_names_the_versions_it_was_exported_with(monkeypatch, npu_version):
     """The docstring says which project, setup, Python, torch and torch_npu made the file (`not
     installed` for a missing one), and what the target needs."""
-    versions = {"torch": "2.13.0", "torch-npu": npu_version}
+    versions = {"torch": "2.11.0", "torch-npu": npu_version}
 
     def version(distribution: str) -> str:
         if versions.get(distribution) is None:
@@ -822,6 +822,6 @@ def test_header_names_the_versions_it_was_exported_with(monkeypatch, npu_version
         '"""Minimal reproducible example: one graph-mode inference step of the model.\n\n'
         f"Exported by {export.PROJECT} (python -m {PACKAGE} export) for target portable.\n"
         f"Project setup: {export.SETUP}.\n"
-        f"Versions: Python 3.11.9, torch 2.13.0, torch_npu {npu}.\n"
+        f"Versions: Python 3.11.9, torch 2.11.0, torch_npu {npu}.\n"
         'Runs anywhere: npugraph_ex on a usable Ascend NPU, the aot_eager stand-in elsewhere.\n"""\n'
     )

@@ -358,12 +358,12 @@ def test_an_npu_run_s_result_names_its_profiler_and_the_profile_folder(tmp_path)
     """An npugraph_ex run on an NPU: torch_npu's profiler, the figures its files hold, the trace
     for Perfetto and its whole profile folder for MindStudio Insight, and no note."""
     trace = write_npu_profile(tmp_path)
-    backend = Backend("npugraph_ex", "npu", "Ascend910B2, torch_npu 2.13.0")
+    backend = Backend("npugraph_ex", "npu", "Ascend910B2, torch_npu 2.11.0")
     result = profile.result_of(backend, profile.NPU_TRACER, "(Tensor[1, 8] float32,)", 2, trace)
     assert result == {
         "tracer": "torch_npu.profiler",
         "backend": "npugraph_ex",
-        "reason": "Ascend910B2, torch_npu 2.13.0",
+        "reason": "Ascend910B2, torch_npu 2.11.0",
         "device": "npu",
         "inputs": "(Tensor[1, 8] float32,)",
         "steps": 2,
@@ -467,7 +467,7 @@ def npu_result() -> dict[str, Any]:
     return {
         "tracer": "torch_npu.profiler",
         "backend": "npugraph_ex",
-        "reason": "Ascend910B2, torch_npu 2.13.0",
+        "reason": "Ascend910B2, torch_npu 2.11.0",
         "device": "npu",
         "inputs": "(Tensor[2, 8] float16,)",
         "steps": 3,
@@ -530,7 +530,7 @@ def test_summary_on_an_npu_adds_device_time_kernels_and_aclgraph_counts():
     folder = NPU_TRACE.removesuffix("/ASCEND_PROFILER_OUTPUT/trace_view.json")
     assert profile.render(npu_result()).splitlines() == [
         "profiler            torch_npu.profiler, 3 steps of each mode after 1 warm-up",
-        "backend             npugraph_ex (Ascend910B2, torch_npu 2.13.0)",
+        "backend             npugraph_ex (Ascend910B2, torch_npu 2.11.0)",
         "device              npu",
         "inputs              (Tensor[2, 8] float16,)",
 {%- if tp %}
@@ -567,10 +567,15 @@ def test_summary_on_an_npu_without_kernel_details_shows_dashes():
     assert "  kernels                      -           -" in lines
 
 
-@pytest.fixture
-def drawn(monkeypatch, tmp_path):
-    """draw(result): plot() the result into a PNG file, and give back the figure it saved, read
-    the way a viewer of the file would see it: its size in pixels, then its panels."""
+class Drawn(NamedTuple):
+    size: tuple[int, int]
+    """The image's width and height in pixels."""
+    canvas: Any
+    """The matplotlib Figure that plot() saved, to read its panels back."""
+
+
+def draw(result: dict[str, Any], folder: Path) -> Drawn:
+    """plot() the result into a PNG file in `folder`, read back as a viewer of the file sees it."""
     figure = pytest.importorskip(
         "matplotlib.figure", reason="needs matplotlib, the plot extra: pip install -e '.[plot]'"
     )
@@ -581,17 +586,19 @@ def drawn(monkeypatch, tmp_path):
         saved.append(canvas)
         return savefig(canvas, *arguments, **keywords)
 
-    monkeypatch.setattr(figure.Figure, "savefig", keep)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(figure.Figure, "savefig", keep)
+        profile.plot(result, folder / "profile.png")
+    # A PNG's width and height: the first chunk's (IHDR) first two fields.
+    size = struct.unpack(">II", (folder / "profile.png").read_bytes()[16:24])
+    (canvas,) = saved
+    return Drawn(size, canvas)
 
-    def draw(result: dict[str, Any]) -> tuple[tuple[int, int], Any]:
-        path = tmp_path / "profile.png"
-        profile.plot(result, path)
-        # A PNG's width and height: the first chunk's (IHDR) first two fields.
-        size = struct.unpack(">II", path.read_bytes()[16:24])
-        (canvas,) = saved
-        return size, canvas
 
-    return draw
+@pytest.fixture(scope="module")
+def cpu_plot(tmp_path_factory) -> Drawn:
+    """--plot of cpu_result(), drawn once for the tests that read it."""
+    return draw(cpu_result(), tmp_path_factory.mktemp("plot"))
 
 
 def bars(axes) -> dict[str, list[tuple[float, float, float]]]:
@@ -615,13 +622,13 @@ def legend(axes) -> list[str]:
     return [text.get_text() for text in axes.get_legend().get_texts()]
 
 
-def test_plot_is_a_wide_png_of_two_panels_titled_by_what_ran(drawn):
+def test_plot_is_a_wide_png_of_two_panels_titled_by_what_ran(cpu_plot):
     """--plot draws a 1200x500 image, laid out so that no label overlaps: a narrow panel of time
     per step beside one three times as wide of the top operators, under a title naming the
     backend and device."""
     from matplotlib.layout_engine import ConstrainedLayoutEngine
 
-    size, canvas = drawn(cpu_result())
+    size, canvas = cpu_plot
     assert size == (1200, 500)
     assert isinstance(canvas.get_layout_engine(), ConstrainedLayoutEngine)
     assert canvas.get_suptitle() == "eager against graph mode: aot_eager on cpu"
@@ -634,20 +641,18 @@ def test_plot_is_a_wide_png_of_two_panels_titled_by_what_ran(drawn):
     assert operators.get_xlabel() == "self ms per step"
 
 
-def test_plot_off_npu_draws_host_time_per_mode(drawn):
+def test_plot_off_npu_draws_host_time_per_mode(cpu_plot):
     """Off NPU the time panel has one bar per mode, its host ms per step, under its name."""
-    _, canvas = drawn(cpu_result())
-    timing, _ = canvas.axes
+    timing, _ = cpu_plot.canvas.axes
     assert bars(timing) == {"host": [(0, 1.23456, 0.8), (1, 0.5, 0.8)]}
     assert legend(timing) == ["host"]
     assert list(timing.get_xticks()) == [0, 1]
     assert [label.get_text() for label in timing.get_xticklabels()] == ["eager", "graph"]
 
 
-def test_plot_on_an_npu_draws_host_and_device_time_side_by_side(drawn):
+def test_plot_on_an_npu_draws_host_and_device_time_side_by_side(tmp_path):
     """On an NPU each mode has a host and a device bar, side by side around its name."""
-    _, canvas = drawn(npu_result())
-    timing, _ = canvas.axes
+    timing, _ = draw(npu_result(), tmp_path).canvas.axes
     assert bars(timing) == {
         "host": [(-0.2, 2.0, 0.4), (0.8, 0.25, 0.4)],
         "device": [(0.2, 0.8766, 0.4), (1.2, 0.375, 0.4)],
@@ -655,11 +660,10 @@ def test_plot_on_an_npu_draws_host_and_device_time_side_by_side(drawn):
     assert legend(timing) == ["host", "device"]
 
 
-def test_plot_draws_every_top_operator_of_either_mode_with_both_bars(drawn):
+def test_plot_draws_every_top_operator_of_either_mode_with_both_bars(cpu_plot):
     """Every operator in either mode's top list gets a row, eager's first and slowest on top,
     with an eager and a graph bar of its self ms per step (0 where the mode's list lacks it)."""
-    _, canvas = drawn(cpu_result())
-    _, operators = canvas.axes
+    _, operators = cpu_plot.canvas.axes
     assert [label.get_text() for label in operators.get_yticklabels()] == [
         "aten::mm",
         "aten::relu",
@@ -674,7 +678,7 @@ def test_plot_draws_every_top_operator_of_either_mode_with_both_bars(drawn):
     assert legend(operators) == ["eager", "graph"]
 
 
-# torch_npu.profiler as torch-npu 2.13.0 defines it, reduced to what npu_profiler() calls: the
+# torch_npu.profiler as torch-npu 2.13 defines it, reduced to what npu_profiler() calls: the
 # real signatures and defaults, each argument resolved as the real code resolves it (an invalid
 # one reset, with the warning torch_npu prints), kept for the test to read. From torch_npu/
 # profiler/: profiler.py (tensorboard_trace_handler L180-198, profile L201-260),
