@@ -438,7 +438,11 @@ BACKGROUND = {"written": "export_launch"{{ ', "two_ranks": "two_ranks_launch"' i
 
 @pytest.fixture(scope="session", autouse=True)
 def start_background_runs(request: pytest.FixtureRequest) -> None:
-    """Start each background run before the first test, if a selected test needs it."""
+    """Start each background run before the first test, if a selected test needs it. Not with
+    `-x`: a run that stops at the first failure starts each when a test first waits for it, so a
+    failure before then costs no background run (a mutation tester runs each mutant this way)."""
+    if request.config.option.maxfail == 1:
+        return
     needed = {name for item in request.session.items for name in item.fixturenames}
     for waiter, starter in BACKGROUND.items():
         if waiter in needed:
