@@ -526,6 +526,34 @@ def test_the_ladder_runs_the_npu_rungs_only_on_an_npu():
         ),
         ("npugraph_ex", "npugraph_ex", NPUGRAPH_EX_OPTIONS),
     ]
+{%- if not tp and not decode %}
+
+
+def test_on_an_npu_the_model_and_both_inputs_go_to_the_npu_and_climb_its_rungs(
+    capsys, monkeypatch
+):
+    """Where npugraph_ex can run, check moves the model, the inputs and the next step's inputs to
+    the npu, and climbs the whole ladder (recorded here: off an NPU nothing can move there)."""
+    moved, asked = [], []
+
+    class Recorded(nn.Linear):
+        def to(self, device):
+            moved.append(("model", device))
+            return self
+
+    def to_device(value, device):
+        moved.append(("inputs", device))
+        return value
+
+    cpu_rungs = check.rungs_here(False)
+    monkeypatch.setattr(check, "npu_status", lambda: (True, ""))
+    monkeypatch.setattr(check, "to_device", to_device)
+    monkeypatch.setattr(check, "rungs_here", lambda npu_ok: asked.append(npu_ok) or cpu_rungs)
+    code, result = run_check(capsys, monkeypatch, lambda: Recorded(3, 3), torch.ones(2, 3))
+    assert moved == [("model", "npu"), ("inputs", "npu"), ("inputs", "npu")]
+    assert asked == [True]
+    assert code == 0, result
+{%- endif %}
 
 
 def test_the_report_lays_out_findings_then_rungs_then_the_summary():
