@@ -529,9 +529,7 @@ def test_the_ladder_runs_the_npu_rungs_only_on_an_npu():
 {%- if not tp and not decode %}
 
 
-def test_on_an_npu_the_model_and_both_inputs_go_to_the_npu_and_climb_its_rungs(
-    capsys, monkeypatch
-):
+def test_on_an_npu_the_model_and_inputs_go_to_the_npu_and_climb_its_rungs(capsys, monkeypatch):
     """Where npugraph_ex can run, check moves the model, the inputs and the next step's inputs to
     the npu, and climbs the whole ladder (recorded here: off an NPU nothing can move there)."""
     moved, asked = [], []
