@@ -144,6 +144,14 @@ def test_graph_steps_run_compiled_code_and_eager_steps_do_not(profiled):
     assert not any(compiled(each) for each in step_ranges(events, "eager"))
 
 
+def test_the_result_names_the_inputs_and_the_steps_it_profiled(profiled, mre_run):
+    """--json names the inputs profile ran on, as the MRE's report names its inputs, and the
+    number of steps asked for."""
+    line = next(line for line in mre_run.report.splitlines() if line.startswith("input "))
+    assert profiled.result["inputs"] == line.removeprefix("input").strip()
+    assert profiled.result["steps"] == STEPS
+
+
 @pytest.mark.parametrize("mode", ["eager", "graph"])
 def test_summary_per_step_agrees_with_the_trace(profiled, mode):
     """Host time, operators and compiled regions per step are what the trace's events say."""
