@@ -12,6 +12,10 @@ ways a test reaches code escape that view, and their mutants would go untested o
 
 As a pytest plugin (`-p mutation_tracing`), this module credits a fixture's calls to every test
 using the fixture, and collects the calls child processes write to a file named in MUTATION_HITS.
+It also charges each test with the time of the shared fixtures it uses: mutmut times a test's
+call alone, yet a mutant's run starts afresh and sets up every fixture its tests need (the MRE's
+compile, a background export). Tests that wait on one run last, and their mutants' timeouts
+allow for the wait instead of taking it for a hang.
 At the start of every child process (a `.pth` file calls child_process()), it makes that process
 write its calls there while stats are collected, and run the mutant under test inside hook
 scripts. tests/mutation_score.py installs both; nothing else loads this module.
@@ -24,6 +28,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -60,7 +65,15 @@ class Tracer:
         self.folder = Path(tempfile.mkdtemp(prefix="mutation-hits-"))
         self.fixture_calls: defaultdict[str, set[str]] = defaultdict(set)
         self.fixture_files: dict[str, Path] = {}
+        self.shared_seconds = 0.0
+        """Shared fixtures' setup time within the current test's setup."""
+        self.nested: list[float] = []
+        """For each shared fixture being set up, the time of those it set up meanwhile."""
         self.test_files: dict[str, Path] = {}
+        self.fixture_seconds: dict[str, float] = {}
+        """How long each shared fixture took to set up."""
+        self.setup_seconds: dict[str, float] = {}
+        """Each test's own setup: its function fixtures, without the shared fixtures it set up."""
 
     @hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
@@ -71,12 +84,33 @@ class Tracer:
         name = fixturedef.argname
         self.fixture_files[name] = self.folder / f"fixture-{len(self.fixture_files)}"
         outer, state()._stats = state()._stats, set()
+        started = time.perf_counter()
+        self.nested.append(0.0)
         with child_hits(self.fixture_files[name]):
             try:
                 return (yield)
             finally:
                 self.fixture_calls[name] |= state()._stats
                 state()._stats = outer | state()._stats
+                # Its own time: a test using it uses the fixtures it set up too, and pays those.
+                seconds = time.perf_counter() - started
+                own = seconds - self.nested.pop()
+                self.fixture_seconds[name] = self.fixture_seconds.get(name, 0.0) + own
+                if self.nested:
+                    self.nested[-1] += seconds
+                else:
+                    self.shared_seconds += seconds
+
+    @hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item):
+        if not collecting_stats():
+            return (yield)
+        self.shared_seconds, started = 0.0, time.perf_counter()
+        try:
+            return (yield)
+        finally:
+            own = time.perf_counter() - started - self.shared_seconds
+            self.setup_seconds[item.nodeid] = max(own, 0.0)
 
     @hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
@@ -113,6 +147,12 @@ class Tracer:
             test = item.nodeid.removeprefix("mutants/")
             for function in calls:
                 state().tests_by_mangled_function_name[function].add(test)
+            # mutmut's duration is the call's; a mutant's run also sets the test up, shared
+            # fixtures included, whichever test set them up here.
+            shared = self.fixture_seconds.keys() & set(getattr(item, "fixturenames", ()))
+            state().duration_by_test[item.nodeid] += self.setup_seconds.get(item.nodeid, 0.0) + sum(
+                self.fixture_seconds[name] for name in shared
+            )
 
 
 @contextmanager
