@@ -521,6 +521,44 @@ def fake_process(monkeypatch) -> Callable[[str], FakeProcess]:
     return fake
 
 
+READS_A_GLOBAL = """\
+import torch
+from torch import nn
+
+SCALE = 2.0
+
+
+class Scaled(nn.Module):
+    def forward(self, x):
+        return x * SCALE
+
+
+def infer_one_step():
+    model = nn.Sequential(Scaled())
+    return torch.compile(model, backend="aot_eager", fullgraph=True, dynamic=False)(torch.ones(2))
+"""
+"""A file whose submodule's forward reads a global of the file: Dynamo imports its module."""
+
+
+def test_the_file_runs_as_a_module_that_stays_importable_as_python_file_runs_it(
+    tmp_path, monkeypatch
+):
+    """The rehearsal's runner keeps the file's module in sys.modules, as `python FILE` keeps
+    __main__: Dynamo looks up the module of each global that a submodule's forward reads."""
+    path, result, runner = tmp_path / "mre_export.py", tmp_path / "output.pt", tmp_path / "run.py"
+    path.write_text(READS_A_GLOBAL)
+    runner.write_text(export.RUNNER)
+    monkeypatch.setattr(sys, "argv", [str(runner), str(path), str(result), MISSING])
+    monkeypatch.setitem(sys.modules, MISSING, None)
+    monkeypatch.setitem(sys.modules, "__export__", None)  # put back when the test ends
+    torch._dynamo.reset()
+    try:
+        runpy.run_path(str(runner), run_name="__main__")
+    except SystemExit:
+        pytest.fail(Path(f"{result}.json").read_text())
+    assert torch.equal(torch.load(result)["output"], torch.full((2,), 2.0))
+
+
 def test_the_file_runs_alone_in_a_fresh_python_in_an_empty_folder(
     fake_process, tmp_path, monkeypatch
 ):

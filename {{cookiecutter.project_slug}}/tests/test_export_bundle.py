@@ -3,6 +3,7 @@ how its imports read, and what is refused with which words."""
 
 import importlib
 import re
+import runpy
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -317,6 +318,42 @@ def infer_one_step():
     return show(1)
 """
     )
+
+
+def test_a_table_filled_after_the_class_it_holds_follows_that_class(project, tmp_path):
+    """A statement that fills a table with a class's method (`TABLE["x"] = Cls.x`, as a registry
+    or a mutation tester writes it) travels after the class, though the class reads the table:
+    the file runs."""
+    project(
+        {
+            "mre.py": """\
+from .toolkit.table import Handler
+
+
+def infer_one_step():
+    return Handler().run()
+""",
+            "toolkit/table.py": """\
+HANDLERS = {}
+
+
+class Handler:
+    def run(self):
+        return HANDLERS["double"](self, 2)
+
+    def double(self, value):
+        return value * 2
+
+
+HANDLERS["double"] = Handler.double
+""",
+        }
+    )
+    text = body(export.export("portable"))
+    assert text.index("class Handler:") < text.index('HANDLERS["double"] = Handler.double')
+    path = tmp_path / "mre_export.py"
+    path.write_text(text)
+    assert runpy.run_path(str(path), run_name="exported")["infer_one_step"]() == 4
 
 
 def test_imports_merge_into_one_block_sorted_as_isort_sorts_them(project):

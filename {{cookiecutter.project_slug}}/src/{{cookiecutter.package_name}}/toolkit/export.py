@@ -327,6 +327,11 @@ class Bundler:
         self.modules: dict[str, Module] = {}
         self.emitted: list[Definition] = []
         self.seen: set[int] = set()
+        self.started: set[int] = set()
+        """Definitions being emitted: what they read comes first, they follow it."""
+        self.waiting: list[Definition] = []
+        """Definitions that read one being emitted (a table filled with a class's method, after
+        the class): each follows it."""
         self.bound: dict[str, str] = {}
         """Top-level name → the module whose definition it is, to catch two of one name."""
         self.imports: dict[str, tuple[ast.stmt, str]] = {}
@@ -372,6 +377,7 @@ class Bundler:
         if id(definition) in self.seen:
             return
         self.seen.add(id(definition))
+        self.started.add(id(definition))
         module = self.module(definition.module)
         self.enter(definition.module)
         for name in sorted(definition.needs - definition.binds):
@@ -384,13 +390,30 @@ class Bundler:
                     "one of each name; rename one of them"
                 )
         self.emitted.append(definition)
+        self.started.discard(id(definition))
+        for ready in [d for d in self.waiting if not self.reads_one_started(d)]:
+            self.waiting.remove(ready)
+            self.emit(ready)
+
+    def reads_one_started(self, definition: Definition) -> bool:
+        """Whether `definition` reads a name of its module whose definition is being emitted."""
+        module = self.module(definition.module)
+        return any(
+            id(other) in self.started
+            for other in module.definitions
+            if other.binds & (definition.needs - definition.binds)
+        )
 
     def resolve(self, module: Module, name: str) -> None:
         """Make `name`, as `module` means it, defined in the bundle."""
         local = [d for d in module.definitions if name in d.binds]
         if local:
             for definition in local:
-                self.emit(definition)
+                if self.reads_one_started(definition):
+                    if all(d is not definition for d in self.waiting):
+                        self.waiting.append(definition)
+                else:
+                    self.emit(definition)
         elif name in module.project_names:
             origin, attribute = module.project_names[name]
             if not origin.startswith(f"{TOOLKIT}."):
@@ -624,13 +647,18 @@ class Run:
 # The file, run as `python FILE` runs it (the guard calls infer_one_step(): this calls it itself, to
 # keep its output), with this project unimportable. The output is saved leaf by leaf, on the CPU.
 RUNNER = """\
-import json, re, runpy, sys, traceback
+import importlib.util, json, re, sys, traceback
 
 path, result, package = sys.argv[1:]
 sys.argv = [path]
 sys.modules[package] = None  # the file must not need this project: importing it raises
 try:
-    output = runpy.run_path(path, run_name="__export__")["infer_one_step"]()
+    # A module that stays in sys.modules, as `python FILE`'s __main__ does: Dynamo may look up
+    # the module of a class the file defines.
+    spec = importlib.util.spec_from_file_location("__export__", path)
+    module = sys.modules["__export__"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    output = module.infer_one_step()
 except BaseException as error:
     # Dynamo names the traced line of the file in its message, a traceback the calling line.
     pattern = 'File "' + re.escape(path) + '", line ([0-9]+)'
