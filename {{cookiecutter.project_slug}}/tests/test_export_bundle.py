@@ -339,21 +339,26 @@ HANDLERS = {}
 
 class Handler:
     def run(self):
-        return HANDLERS["double"](self, 2)
+        return HANDLERS["triple"](self, HANDLERS["double"](self, 2))
 
     def double(self, value):
         return value * 2
 
+    def triple(self, value):
+        return value * 3
+
 
 HANDLERS["double"] = Handler.double
+HANDLERS["triple"] = Handler.triple
 """,
         }
     )
     text = body(export.export("portable"))
-    assert text.index("class Handler:") < text.index('HANDLERS["double"] = Handler.double')
+    for fill in ['HANDLERS["double"] = Handler.double', 'HANDLERS["triple"] = Handler.triple']:
+        assert text.index("class Handler:") < text.index(fill)
     path = tmp_path / "mre_export.py"
     path.write_text(text)
-    assert runpy.run_path(str(path), run_name="exported")["infer_one_step"]() == 4
+    assert runpy.run_path(str(path), run_name="exported")["infer_one_step"]() == 12
 
 
 def test_imports_merge_into_one_block_sorted_as_isort_sorts_them(project):

@@ -391,8 +391,9 @@ class Bundler:
                 )
         self.emitted.append(definition)
         self.started.discard(id(definition))
-        for ready in [d for d in self.waiting if not self.reads_one_started(d)]:
-            self.waiting.remove(ready)
+        # One at a time: emitting one may emit others that waited.
+        while ready := next((d for d in self.waiting if not self.reads_one_started(d)), None):
+            self.waiting = [d for d in self.waiting if d is not ready]
             self.emit(ready)
 
     def reads_one_started(self, definition: Definition) -> bool:
