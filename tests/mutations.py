@@ -305,6 +305,23 @@ MUTATIONS = (
         "tests/test_export.py -k portable_export_runs",
         OUT_OF_PLACE,
     ),
+    # Issue 20: what the mutation score found in export.
+    Mutation(
+        "export puts a table's fill before the class it holds",
+        f"{TOOLKIT}/export.py",
+        "                if self.reads_one_started(definition):",
+        "                if False:",
+        "tests/test_export_bundle.py -k table_filled",
+        DEFAULT,
+    ),
+    Mutation(
+        "export's rehearsal runs the file as a module that is gone once it ran",
+        f"{TOOLKIT}/export.py",
+        '    module = sys.modules["__export__"] = importlib.util.module_from_spec(spec)',
+        "    module = importlib.util.module_from_spec(spec)",
+        "tests/test_export.py -k stays_importable",
+        DEFAULT,
+    ),
     # Issue 18, item 6: export runs what it writes, and names the data files it cannot carry.
     Mutation(
         "export says wrote without running the file",
