@@ -12,10 +12,11 @@ ways a test reaches code escape that view, and their mutants would go untested o
 
 As a pytest plugin (`-p mutation_tracing`), this module credits a fixture's calls to every test
 using the fixture, and collects the calls child processes write to a file named in MUTATION_HITS.
-It also charges each test with the time of the shared fixtures it uses: mutmut times a test's
-call alone, yet a mutant's run starts afresh and sets up every fixture its tests need (the MRE's
-compile, a background export). Tests that wait on one run last, and their mutants' timeouts
-allow for the wait instead of taking it for a hang.
+It also times what mutmut leaves out, its call alone being timed: a test's setup, where a
+shared fixture (the MRE's compile, a background export) runs for the first test that uses it. A
+mutant's timeout allows for each setup once, as its run pays it; its tests run cheapest first,
+each charged with every shared fixture it uses (it may be the one that pays), so the tests that
+wait for a background run come after the quick tests that usually kill the mutant.
 At the start of every child process (a `.pth` file calls child_process()), it makes that process
 write its calls there while stats are collected, and run the mutant under test inside hook
 scripts. tests/mutation_score.py installs both; nothing else loads this module.
@@ -46,6 +47,9 @@ hookimpl = HookimplMarker("pytest")
 MUTANT = "MUTANT_UNDER_TEST"
 HITS = "MUTATION_HITS"
 """The file a child process appends the functions it calls to, one qualified name a line."""
+COSTS = Path("mutation-costs.json")
+"""What each test costs a mutant's run that starts with it: written by the stats run, in the
+folder mutmut runs the tests in."""
 SCRIPTS = "MUTATION_SCRIPTS"
 """A folder of modules that also run as scripts (the hooks): `__main__` is one of them."""
 
@@ -73,7 +77,9 @@ class Tracer:
         self.fixture_seconds: dict[str, float] = {}
         """How long each shared fixture took to set up."""
         self.setup_seconds: dict[str, float] = {}
-        """Each test's own setup: its function fixtures, without the shared fixtures it set up."""
+        """Each test's setup, the shared fixtures it set up first included."""
+        self.own_setup_seconds: dict[str, float] = {}
+        """Each test's setup without the shared fixtures: its function fixtures."""
 
     @hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
@@ -109,8 +115,9 @@ class Tracer:
         try:
             return (yield)
         finally:
-            own = time.perf_counter() - started - self.shared_seconds
-            self.setup_seconds[item.nodeid] = max(own, 0.0)
+            elapsed = time.perf_counter() - started
+            self.setup_seconds[item.nodeid] = elapsed
+            self.own_setup_seconds[item.nodeid] = max(elapsed - self.shared_seconds, 0.0)
 
     @hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None):
@@ -126,9 +133,9 @@ class Tracer:
         failure) seldom waits for a slow test that another test beats to it."""
         if "__mutmut_" not in os.environ.get(MUTANT, ""):
             return
-        stats = Path("mutmut-stats.json")  # mutmut runs the tests in its mutants/ folder
-        durations = json.loads(stats.read_text())["duration_by_test"] if stats.exists() else {}
-        items.sort(key=lambda item: durations.get(item.nodeid, 0.0))
+        # mutmut runs the tests in its mutants/ folder, where the stats run wrote the costs.
+        costs = json.loads(COSTS.read_text()) if COSTS.exists() else {}
+        items.sort(key=lambda item: costs.get(item.nodeid, 0.0))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Read the files last: a process a fixture started in the background may end any time."""
@@ -136,6 +143,7 @@ class Tracer:
             return
         from mutmut.state import state
 
+        costs = {}
         for item in session.items:
             if item.nodeid not in self.test_files:
                 continue  # not run (-x stopped the session)
@@ -147,12 +155,15 @@ class Tracer:
             test = item.nodeid.removeprefix("mutants/")
             for function in calls:
                 state().tests_by_mangled_function_name[function].add(test)
-            # mutmut's duration is the call's; a mutant's run also sets the test up, shared
-            # fixtures included, whichever test set them up here.
+            call = state().duration_by_test[item.nodeid]  # mutmut's: the call alone
+            state().duration_by_test[item.nodeid] += self.setup_seconds.get(item.nodeid, 0.0)
             shared = self.fixture_seconds.keys() & set(getattr(item, "fixturenames", ()))
-            state().duration_by_test[item.nodeid] += self.setup_seconds.get(item.nodeid, 0.0) + sum(
-                self.fixture_seconds[name] for name in shared
+            costs[item.nodeid] = (
+                call
+                + self.own_setup_seconds.get(item.nodeid, 0.0)
+                + sum(self.fixture_seconds[name] for name in shared)
             )
+        COSTS.write_text(json.dumps(costs))
 
 
 @contextmanager
