@@ -7,25 +7,35 @@ tokens.
 
 {% if decode -%}
 import json
-
 {% endif -%}
+from types import SimpleNamespace
+
 import pytest
-{%- if decode %}
 import torch
+{%- if decode %}
 import torch._dynamo
 {%- endif %}
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor, Replicate, Shard
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel{{ ", parallelize_module" if decode else "" }}
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    RowwiseParallel,
+    SequenceParallel,
+{%- if decode %}
+    parallelize_module,
+{%- endif %}
+)
 
 {% if decode -%}
 from {{ cookiecutter.package_name }} import generate
 {% endif -%}
 from {{ cookiecutter.package_name }}.model import build_model, example_inputs, parallel_plan
+from {{ cookiecutter.package_name }}.toolkit import parallel
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same
 from {{ cookiecutter.package_name }}.toolkit.parallel import (
+    COLLECTIVE_TIMEOUT,
 {%- if decode %}
     KVCacheParallel,
 {%- endif %}
@@ -36,7 +46,10 @@ from {{ cookiecutter.package_name }}.toolkit.parallel import (
 {%- endif %}
     plan_targets,
     rehearse,
+    shapes,
+    start,
     tensor_parallel,
+    this_process,
 )
 {%- if decode %}
 from {{ cookiecutter.package_name }}.toolkit.state import (
@@ -143,6 +156,12 @@ def test_plain_python_is_one_rank_even_with_master_addr_exported(monkeypatch):
         assert (ranks.rank, ranks.size) == (0, 1)
 
 
+def test_plain_python_joins_a_group_of_the_backend_it_names():
+    """One rank on the CPU runs a gloo process group, the backend its Ranks report."""
+    with tensor_parallel("cpu") as ranks:
+        assert (ranks.backend, dist.get_backend()) == ("gloo", "gloo")
+
+
 def test_the_process_group_ends_with_its_block():
     """tensor_parallel() starts the job's process group and destroys it on the way out."""
     with tensor_parallel(select_backend().device):
@@ -160,21 +179,43 @@ def test_a_block_inside_a_job_joins_it_and_leaves_it_running():
         outer.gather(0)  # the group still works
 
 
-def test_a_plan_key_that_names_no_submodule_is_refused():
-    """A typo in parallel_plan() is an error naming the key and the model's children."""
-    model = nn.Sequential(nn.Linear(4, 4))
-    with pytest.raises(PlanError, match=r"'proj' names no submodule .*children: 0"):
+@pytest.mark.parametrize(
+    ("model", "children"),
+    [(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), "0, 1"), (nn.Linear(4, 4), "none")],
+)
+def test_a_plan_key_that_names_no_submodule_is_refused(model, children):
+    """A typo in parallel_plan() is an error naming the key, the model's children and the fix."""
+    with pytest.raises(PlanError) as refused:
         check_plan(model, {"proj": ColwiseParallel()}, 2)
+    assert str(refused.value) == (
+        f"parallel_plan() key 'proj' names no submodule of build_model() (its children: {children}); "
+        "write the submodule's dotted name, * matches any one part"
+    )
 
 
 @pytest.mark.parametrize(
-    ("style", "size"), [(ColwiseParallel(), "out_features=3"), (RowwiseParallel(), "in_features=5")]
+    ("layer", "style", "size"),
+    [
+        (nn.Linear(5, 3), ColwiseParallel, "out_features=3"),
+        (nn.Linear(3, 5), RowwiseParallel, "in_features=3"),
+        (nn.Embedding(5, 3), ColwiseParallel, "embedding_dim=3"),
+        (nn.Embedding(3, 5), RowwiseParallel, "num_embeddings=3"),
+    ],
 )
-def test_a_size_the_ranks_cannot_split_is_refused(style, size):
-    """A layer that does not divide by the world size is refused with its size and the fix."""
-    model = nn.Sequential(nn.Linear(5, 3))
-    with pytest.raises(PlanError, match=rf"0\.{size} cannot be split across 2 ranks"):
-        check_plan(model, {"0": style}, 2)
+def test_a_size_the_ranks_cannot_split_is_refused(layer, style, size):
+    """A layer that does not divide by the world size is refused with its size, style and the fix."""
+    with pytest.raises(PlanError) as refused:
+        check_plan(nn.Sequential(layer), {"0": style()}, 2)
+    assert str(refused.value) == (
+        f"0.{size} cannot be split across 2 ranks ({style.__name__}); "
+        "run a number of ranks that divides 3, or change the model's sizes"
+    )
+
+
+def test_a_style_whose_split_the_check_cannot_tell_passes_it():
+    """SequenceParallel on a norm splits no size of the layer's: check_plan lets it through."""
+    model = nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6))
+    check_plan(model, {"0": ColwiseParallel(), "1": SequenceParallel()}, 2)
 
 
 def test_plan_keys_match_submodules_as_parallelize_module_does():
@@ -183,6 +224,132 @@ def test_plan_keys_match_submodules_as_parallelize_module_does():
     with pytest.raises(PlanError, match=r"1\.0\.out_features=3"):
         check_plan(model, {"*.0": ColwiseParallel()}, 2)
     check_plan(model, {"0.0": ColwiseParallel()}, 2)
+
+
+def test_plan_targets_are_named_by_their_whole_dotted_path():
+    """Each layer a key matches comes with its path as named_modules() spells it, whatever its
+    children's names start with."""
+    model = nn.ModuleDict({"Xattn": nn.Linear(4, 4), "mlp": nn.Sequential(nn.Linear(4, 4))})
+    assert [path for path, _ in plan_targets(model, "*")] == ["Xattn", "mlp"]
+    assert [path for path, _ in plan_targets(model, "mlp.*")] == ["mlp.0"]
+
+
+@pytest.fixture
+def one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rehearsal runs a model once on its example inputs
+{%- if decode %}: a one-step model, with no prefill
+{%- endif %}."""
+{%- if decode %}
+    monkeypatch.setattr(parallel, "first_step", lambda model, *inputs: inputs)
+{%- endif %}
+
+
+FIX = (
+    "  fix: give each layer the style its place needs (ColwiseParallel for layers that widen, "
+    "RowwiseParallel for the one that narrows after them), or drop the entry"
+)
+"""The last line of a rehearsal's refusal, where the plan's styles are at fault."""
+
+
+def refusal(plan: dict, build, inputs: tuple) -> list[str]:
+    """The lines of the PlanError that rehearsing `plan` on two ranks raises."""
+    with pytest.raises(PlanError) as refused:
+        rehearse(build, plan, inputs, 2)
+    return str(refused.value).splitlines()
+
+
+def test_swapped_styles_are_refused_naming_the_entry_the_error_and_the_fix(one_call):
+    """Megatron's styles swapped: the rehearsal names the entry that fails, its layer's weights
+    and input shape, the error's first line, and the fix."""
+    lines = refusal(
+        {"0": RowwiseParallel(), "1": ColwiseParallel()},
+        lambda: nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4)),
+        (torch.ones(3, 4),),
+    )
+    assert lines == [
+        (
+            "the plan cannot run on 2 ranks: plan entry '0' (RowwiseParallel) on 0: Linear, "
+            "weight (8, 4), bias (8,); input (3, 4) (shapes on rank 0)"
+        ),
+        "  RuntimeError: a and b must have same reduction dim, but got [3, 8] X [4, 8].",
+        FIX,
+    ]
+
+
+def test_a_failure_after_every_entry_ran_says_so(one_call):
+    """A column-parallel layer with no row-parallel one after it: the unsharded layer that follows
+    fails on the rank's half of the features, outside every plan entry."""
+    lines = refusal(
+        {"0": ColwiseParallel()},
+        lambda: nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4)),
+        (torch.ones(3, 4),),
+    )
+    assert lines == [
+        "the plan cannot run on 2 ranks: after the last plan entry ran (shapes on rank 0)",
+        "  RuntimeError: mat1 and mat2 shapes cannot be multiplied (3x4 and 8x4)",
+        FIX,
+    ]
+
+
+class Scale(nn.Module):
+    """A layer without weights: it scales each feature by its index."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.arange(x.shape[-1])
+
+
+def test_an_entry_on_a_layer_without_weights_says_it_has_none(one_call):
+    """SequenceParallel hands a weightless layer a distributed input it cannot mix with its own
+    plain tensor: the entry is named, with no weights."""
+    lines = refusal(
+        {"1": SequenceParallel()},
+        lambda: nn.Sequential(nn.Linear(4, 8), Scale()),
+        (torch.ones(3, 4),),
+    )
+    assert lines[0] == (
+        "the plan cannot run on 2 ranks: plan entry '1' (SequenceParallel) on 1: Scale, "
+        "no weights; input (3, 8) (shapes on rank 0)"
+    )
+
+
+def test_shapes_lists_each_tensors_shape_or_says_there_is_none():
+    """An error message shows the shapes of the tensors among a call's arguments, nested or not."""
+    assert shapes((torch.ones(2, 3), 4, {"mask": torch.ones(5)})) == "(2, 3), (5,)"
+    assert shapes((None, 4)) == "no tensor"
+
+
+def test_this_process_is_the_rank_torchrun_says(monkeypatch):
+    """RANK, LOCAL_RANK and WORLD_SIZE as torchrun exports them; without them, the one rank 0."""
+    for name, value in {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"}.items():
+        monkeypatch.setenv(name, value)
+    assert this_process() == (3, 1, 4)
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name)
+    assert this_process() == (0, 0, 1)
+
+
+def test_a_rank_on_npus_takes_the_npu_of_its_local_rank_before_joining_over_hccl(monkeypatch):
+    """Rank 3 of 4, the second on its node: torch.npu.set_device(1) (torch_npu/npu/utils.py), then
+    the process group over hccl, the backend torch_npu registers, waiting at most
+    COLLECTIVE_TIMEOUT for a rank that hangs, and a mesh of npu devices."""
+    calls = []
+    npu = SimpleNamespace(set_device=lambda device: calls.append(("set_device", device)))
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+
+    def join(backend: str, **options: object) -> None:
+        calls.append(("init_process_group", backend, options))
+
+    monkeypatch.setattr(dist, "init_process_group", join)
+    monkeypatch.setattr(parallel, "init_device_mesh", lambda device, shape: ("mesh", device, shape))
+    for name, value in {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"}.items():
+        monkeypatch.setenv(name, value)
+    ranks = start("npu", joined=False)
+    assert calls == [
+        ("set_device", 1),
+        ("init_process_group", "hccl", {"timeout": COLLECTIVE_TIMEOUT}),
+    ]
+    assert (ranks.rank, ranks.local_rank, ranks.size) == (3, 1, 4)
+    assert (ranks.backend, ranks.device, ranks.mesh) == ("hccl", "npu:1", ("mesh", "npu", (4,)))
 {%- if decode %}
 
 

@@ -271,7 +271,7 @@ def rehearse(
         for path, module in plan_targets(model, key):
             weights = ", ".join(f"{name} {tuple(p.shape)}" for name, p in module.named_parameters())
             entry = (
-                f"plan entry {key!r} ({type(style).__name__}) on {path or 'the model'}: "
+                f"plan entry {key!r} ({type(style).__name__}) on {path}: "
                 f"{type(module).__name__}, {weights or 'no weights'}"
             )
             # Registered before parallelize_module's own hooks, so they run first.
@@ -349,7 +349,7 @@ def this_process() -> tuple[int, int, int]:
     return rank, local_rank, size
 
 
-def start(device_type: str, joined: bool = False) -> Ranks:
+def start(device_type: str, joined: bool) -> Ranks:
     """Pick this rank's device, then join the process group (unless `joined` already) and build
     the mesh."""
     rank, local_rank, size = this_process()
