@@ -93,7 +93,8 @@ def limits() -> Limits:
     return Limits(values["MAX_BATCH"], values["MAX_SEQ_LEN"], sizes)
 
 
-def logits_of(output: Any) -> torch.Tensor:
+# A decode step Dynamo traces may call this: a mutation tester's dispatch would break the graph.
+def logits_of(output: Any) -> torch.Tensor:  # pragma: no mutate block
     """The logits of a forward's output: the tensor itself, or its .logits (transformers)."""
     logits = output if isinstance(output, torch.Tensor) else getattr(output, "logits", None)
     if not isinstance(logits, torch.Tensor):
