@@ -6,6 +6,7 @@ size without the padding reaching real rows, and refuses what the cache cannot h
 import contextlib
 import io
 import json
+import re
 {%- if tp %}
 from collections.abc import Iterator
 {%- endif %}
@@ -17,7 +18,7 @@ from torch._dynamo.utils import counters
 
 from {{ cookiecutter.package_name }} import generate, model
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
-from {{ cookiecutter.package_name }}.toolkit.decode import DecodeGraphs, Warmup, limits, logits_of
+from {{ cookiecutter.package_name }}.toolkit.decode import DecodeGraphs, Limits, Warmup, limits, logits_of
 {%- if tp %}
 from {{ cookiecutter.package_name }}.toolkit.parallel import Ranks, tensor_parallel
 {%- endif %}
@@ -163,6 +164,58 @@ def test_a_prompt_plus_new_tokens_beyond_the_cache_is_refused(capsys):
     message = refusal(capsys, "--new-tokens", str(most + 1))
     assert f"more than MAX_SEQ_LEN = {limits().max_seq_len}" in message
     assert f"ask for at most {most} new tokens" in message
+
+
+def test_the_cache_takes_exactly_max_seq_len_positions_and_at_least_one_new_token():
+    """A prompt plus new tokens up to MAX_SEQ_LEN fits; one more, or no new token, is refused
+    with the numbers and the fix."""
+    cache = Limits(max_batch=1, max_seq_len=10, capture_sizes=(1,))
+    cache.check_length(4, 6)
+    cache.check_length(9, 1)
+    too_long = (
+        "a prompt of 4 tokens plus 7 new ones is 11 positions, more than MAX_SEQ_LEN = 10: "
+        "ask for at most 6 new tokens, or raise MAX_SEQ_LEN in model.py"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(too_long)}$"):
+        cache.check_length(4, 7)
+    with pytest.raises(ValueError, match=r"^--new-tokens 0: generate at least 1 token$"):
+        cache.check_length(4, 0)
+
+
+def test_the_first_difference_is_the_earliest_position_of_any_sequence():
+    """Where graph mode's tokens part from eager's: the earliest position, and its sequence."""
+    eager = torch.zeros(3, 6, dtype=torch.long)
+    tokens = eager.clone()
+    tokens[0, 5], tokens[2, 3] = 7, 7
+    assert generate.first_difference(tokens, eager) == "sequence 2, position 3"
+    assert generate.first_difference(eager.clone(), eager) is None
+
+
+def test_the_report_lays_out_each_line_of_the_result():
+    """render(): backend, warm-up, each sequence (prompt | new tokens), speed, recompiles and a
+    note, one aligned line each."""
+    result = {
+        "backend": "aot_eager",
+        "reason": "no NPU",
+        "warmup": "captured 1 graph (batch 1) in 0.5 s",
+        "tokens": [[5, 6, 7, 8]],
+        "prompt_length": 2,
+        "tokens_per_s": {"eager": 12.34, "graph": 56.78},
+        "batch": 1,
+        "capture_size": 1,
+        "recompiles": ["batch 1, position 3", "batch 1, position 4"],
+        "note": "a note",
+    }
+    assert generate.render(result).splitlines() == [
+        "backend     aot_eager (no NPU)",
+        "warm-up     captured 1 graph (batch 1) in 0.5 s",
+        "sequence 0  5 6 | 7 8",
+        "tokens/s    eager 12.3, graph 56.8 (batch 1, capture size 1)",
+        "recompiles  batch 1, position 3; batch 1, position 4",
+        "note        a note",
+    ]
+    quiet = {**result, "recompiles": [], "note": None}
+    assert generate.render(quiet).splitlines()[-1] == "recompiles  none"
 
 
 def test_capture_sizes_beyond_the_cache_are_a_contract_error(monkeypatch, capsys):
