@@ -4,6 +4,7 @@ position, chooses the tokens a model without a cache would choose, pads a batch 
 size without the padding reaching real rows, and refuses what the cache cannot hold."""
 
 import contextlib
+import dataclasses
 import io
 import json
 import re
@@ -18,7 +19,7 @@ from torch._dynamo.utils import counters
 
 from {{ cookiecutter.package_name }} import generate, model
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
-from {{ cookiecutter.package_name }}.toolkit.decode import DecodeGraphs, Limits, Warmup, limits, logits_of
+from {{ cookiecutter.package_name }}.toolkit.decode import DecodeGraphs, Warmup, limits, logits_of
 {%- if tp %}
 from {{ cookiecutter.package_name }}.toolkit.parallel import Ranks, tensor_parallel
 {%- endif %}
@@ -169,7 +170,7 @@ def test_a_prompt_plus_new_tokens_beyond_the_cache_is_refused(capsys):
 def test_the_cache_takes_exactly_max_seq_len_positions_and_at_least_one_new_token():
     """A prompt plus new tokens up to MAX_SEQ_LEN fits; one more, or no new token, is refused
     with the numbers and the fix."""
-    cache = Limits(max_batch=1, max_seq_len=10, capture_sizes=(1,))
+    cache = dataclasses.replace(limits(), max_batch=1, max_seq_len=10, capture_sizes=(1,))
     cache.check_length(4, 6)
     cache.check_length(9, 1)
     too_long = (
