@@ -654,8 +654,8 @@ path, result, package = sys.argv[1:]
 sys.argv = [path]
 sys.modules[package] = None  # the file must not need this project: importing it raises
 try:
-    # A module that stays in sys.modules, as `python FILE`'s __main__ does: Dynamo may look up
-    # the module of a class the file defines.
+    # A module that stays in sys.modules, as `python FILE`'s __main__ does: Dynamo imports the
+    # module whose globals a function it inlines reads (a submodule's forward).
     spec = importlib.util.spec_from_file_location("__export__", path)
     module = sys.modules["__export__"] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
