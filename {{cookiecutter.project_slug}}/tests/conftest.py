@@ -415,7 +415,17 @@ def two_ranks(two_ranks_launch: Launch | str) -> TwoRanks:
 
 
 @pytest.fixture
-def swapped_styles(monkeypatch: pytest.MonkeyPatch) -> None:
+def one_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a small model of a test's own: the rehearsal runs it once on its example inputs
+{%- if decode %}, as the step, with no prefill
+{%- endif %}."""
+{%- if decode %}
+    monkeypatch.setattr(parallel, "first_step", lambda model, *inputs: inputs)
+{%- endif %}
+
+
+@pytest.fixture
+def swapped_styles(monkeypatch: pytest.MonkeyPatch, one_step: None) -> None:
     """A model.py whose plan swaps the Megatron styles: every split divides, nothing can run."""
 
     def two_layers() -> nn.Module:
@@ -425,10 +435,6 @@ def swapped_styles(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3, 4),))
     plan = {"0": RowwiseParallel(), "1": ColwiseParallel()}
     monkeypatch.setattr(model, "parallel_plan", lambda world_size: plan)
-{%- if decode %}
-    # A one-step model: the rehearsal runs its example inputs as the step, with no prefill.
-    monkeypatch.setattr(parallel, "first_step", lambda model, *inputs: inputs)
-{%- endif %}
 {%- endif %}
 
 

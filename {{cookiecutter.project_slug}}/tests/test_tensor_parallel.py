@@ -234,16 +234,6 @@ def test_plan_targets_are_named_by_their_whole_dotted_path():
     assert [path for path, _ in plan_targets(model, "mlp.*")] == ["mlp.0"]
 
 
-@pytest.fixture
-def one_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rehearsal runs a model once on its example inputs
-{%- if decode %}: a one-step model, with no prefill
-{%- endif %}."""
-{%- if decode %}
-    monkeypatch.setattr(parallel, "first_step", lambda model, *inputs: inputs)
-{%- endif %}
-
-
 FIX = (
     "  fix: give each layer the style its place needs (ColwiseParallel for layers that widen, "
     "RowwiseParallel for the one that narrows after them), or drop the entry"
@@ -258,7 +248,7 @@ def refusal(plan: dict, build, inputs: tuple) -> list[str]:
     return str(refused.value).splitlines()
 
 
-def test_swapped_styles_are_refused_naming_the_entry_the_error_and_the_fix(one_call):
+def test_swapped_styles_are_refused_naming_the_entry_the_error_and_the_fix(one_step):
     """Megatron's styles swapped: the rehearsal names the entry that fails, its layer's weights
     and input shape, the error's first line, and the fix."""
     lines = refusal(
@@ -276,7 +266,7 @@ def test_swapped_styles_are_refused_naming_the_entry_the_error_and_the_fix(one_c
     ]
 
 
-def test_a_failure_after_every_entry_ran_says_so(one_call):
+def test_a_failure_after_every_entry_ran_says_so(one_step):
     """A column-parallel layer with no row-parallel one after it: the unsharded layer that follows
     fails on the rank's half of the features, outside every plan entry."""
     lines = refusal(
@@ -298,7 +288,7 @@ class Scale(nn.Module):
         return x * torch.arange(x.shape[-1])
 
 
-def test_an_entry_on_a_layer_without_weights_says_it_has_none(one_call):
+def test_an_entry_on_a_layer_without_weights_says_it_has_none(one_step):
     """SequenceParallel hands a weightless layer a distributed input it cannot mix with its own
     plain tensor: the entry is named, with no weights."""
     lines = refusal(
