@@ -49,8 +49,13 @@ def test_op_missing_on_an_npu_is_an_error_with_the_steps():
 def test_an_existing_op_with_another_schema_is_refused():
     """An op torch_npu already has under this name, with another schema, is a clash, not a match."""
     name = op_plugin.OP_NAME
-    with pytest.raises(RuntimeError, match=r"already has an npu::\w+ with another schema"):
+    with pytest.raises(RuntimeError) as refused:
         op_plugin.define_if_missing(name, "x(Tensor a) -> Tensor", reference, npu_ok=False)
+    existing = getattr(torch.ops.npu, name).default._schema
+    assert str(refused.value) == (
+        f"torch_npu already has an npu::{name} with another schema ({existing}); "
+        "give this op another name in op_plugin_functions.yaml"
+    )
 
 
 def test_existing_op_is_left_alone():
@@ -118,27 +123,73 @@ def test_accepts_version_forms(tmp_path):
     assert findings(tmp_path, entries) == []
 
 
+KNOWN_SECTIONS = (
+    "all_version, autograd, custom, custom_autograd, official, quant, symint, tocpu, unsupported"
+)
 BROKEN = {
-    "yaml that does not parse": (
+    "yaml that does not parse, at the construct it opens": (
         "- func: a(Tensor x) -> Tensor\n  op_api: [v2.1\n",
-        "4: <yaml>: does not parse",
+        "4: <yaml>: does not parse: while parsing a flow sequence",
+    ),
+    "yaml that does not parse, where it gave up": (
+        "- func: a(Tensor x) -> Tensor\n  op_api: *v\n",
+        "4: <yaml>: does not parse: found undefined alias 'v'",
+    ),
+    "a character yaml refuses": (
+        "- func: a(Tensor x) -> Tensor\n  op_api: \x07\n",
+        "4: <yaml>: does not parse: unacceptable character #x0007: special characters are not allowed",
+    ),
+    "a key given twice": (
+        "- func: a(Tensor x) -> Tensor\n  op_api: all_version\n  op_api: v2.1\n",
+        "5: <yaml>: key 'op_api' given twice: YAML keeps only the last",
+    ),
+    "unknown section": (
+        "- func: a(Tensor x) -> Tensor\ncustoms:\n",
+        f"4: customs: unknown section; known: {KNOWN_SECTIONS}",
+    ),
+    "entry without func": (
+        "- op_api: all_version\n",
+        "2: custom: has an entry without a `func:` string",
     ),
     "unknown entry key": (
         "- func: a(Tensor x) -> Tensor\n  op_apii: all_version\n",
         "4: a: unknown key 'op_apii'",
     ),
-    "invalid func": ("- func: a(Tensr x) -> Tensor\n", "3: a: func is not a valid schema"),
+    "invalid func": (
+        "- func: a(Tensr x) -> Tensor\n",
+        "3: a: func is not a valid schema: unrecognized type Tensr",
+    ),
     "version outside all_version": (
         "- func: a(Tensor x) -> Tensor\n  op_api: [v2.1, v2.9]\n",
         "4: a: op_api: v2.9 is not in all_version",
+    ),
+    "version range with one bound": (
+        "- func: a(Tensor x) -> Tensor\n  op_api: [v2.1]\n",
+        "4: a: op_api: a version range is [first, last], got ['v2.1']",
     ),
     "out size naming no argument": (
         "- func: a(Tensor x) -> Tensor\n  gen_opapi:\n    out:\n      size: self\n      dtype: x\n",
         "6: a: gen_opapi.out.size: self is not an argument of the op",
     ),
+    "out dtype naming no argument, after exec": (
+        "- func: a(Tensor x) -> Tensor\n  gen_opapi:\n    exec: aclnnA\n    out:\n      size: x\n      dtype: dst\n",
+        "8: a: gen_opapi.out.dtype: dst is not an argument of the op",
+    ),
+    "misspelt gen_opapi key": (
+        "- func: a(Tensor x) -> Tensor\n  gen_opapi:\n    exe: aclnnA\n    out:\n      size: x\n      dtype: x\n",
+        (
+            "5: a: gen_opapi.exe: unknown key; an output maps size: and dtype:, others are "
+            "cpu_scalar_h2d, cpu_scalar_op, exec, integral_identity_tensor, new_params, "
+            "structured_inherit"
+        ),
+    ),
     "duplicate op name": (
         "- func: a(Tensor x) -> Tensor\n- func: a(Tensor y) -> Tensor\n",
         "4: a: listed twice for the same versions (first at line 3)",
+    ),
+    "duplicate op name through another version field": (
+        "- func: a(Tensor x) -> Tensor\n  acl_op: v2.7\n  op_api: v2.1\n- func: a(Tensor x, int k) -> Tensor\n  op_api: v2.7\n",
+        "6: a: listed twice for the same versions (first at line 3)",
     ),
 }
 
@@ -146,8 +197,42 @@ BROKEN = {
 @pytest.mark.parametrize(("entries", "expected"), BROKEN.values(), ids=BROKEN.keys())
 def test_format_errors_name_line_and_op(tmp_path, entries, expected):
     """Each fault that breaks the torch_npu build is reported at its line, with the op's name."""
-    (finding,) = findings(tmp_path, entries)
-    assert finding.startswith(expected)
+    assert findings(tmp_path, entries) == [expected]
+
+
+def test_a_document_that_is_not_a_mapping_is_an_error_at_line_1(tmp_path):
+    """A file that is a list (sections left out) says what it should be."""
+    assert findings(tmp_path, "- func: a(Tensor x) -> Tensor\n", header="") == [
+        "1: <yaml>: is not a mapping of sections (all_version:, custom:, ...)"
+    ]
+
+
+def test_a_parse_error_without_a_message_is_named_by_its_type(monkeypatch):
+    """Should torchgen refuse a func with a bare error, the finding names the error's type."""
+
+    def refuse(func):
+        raise AssertionError
+
+    monkeypatch.setattr(opschema.FunctionSchema, "parse", refuse)
+    assert opschema.parse_schema("a(Tensor x) -> Tensor") == "AssertionError"
+
+
+def test_findings_are_in_line_order(tmp_path):
+    """Findings read top to bottom, whichever check found them first."""
+    entries = "- func: a(Tensr x) -> Tensor\nextra:\n"
+    assert findings(tmp_path, entries) == [
+        "3: a: func is not a valid schema: unrecognized type Tensr",
+        f"4: extra: unknown section; known: {KNOWN_SECTIONS}",
+    ]
+
+
+def test_a_relisted_op_is_still_checked(tmp_path):
+    """An op listed twice is checked in full the second time too."""
+    entries = "- func: a(Tensor x) -> Tensor\n- func: a(Tensr x) -> Tensor\n"
+    assert findings(tmp_path, entries) == [
+        "4: a: listed twice for the same versions (first at line 3)",
+        "4: a: func is not a valid schema: unrecognized type Tensr",
+    ]
 
 
 def test_the_same_op_in_overlapping_version_ranges_is_listed_twice(tmp_path):
@@ -179,33 +264,72 @@ def test_a_clean_file_exits_0(tmp_path, capsys):
     assert capsys.readouterr().out == ""
 
 
-def test_unknown_section_is_an_error(tmp_path):
-    """A section op-plugin does not know is reported on its own line."""
-    (finding,) = findings(tmp_path, "- func: a(Tensor x) -> Tensor\ncustoms:\n")
-    assert finding.startswith("4: customs: unknown section; known: all_version, autograd, custom,")
-
-
+NOTHING_MARKED = (
+    "3: a: warning: gen_opapi allocates no output, so the kernel writes into an input, but none is "
+    "marked (a!)"
+)
 GRAPH_MODE = {
     "mutated input returned": (
         "- func: a_(Tensor(a!) self, Tensor y) -> Tensor(a!)\n",
-        "3: a_: warning: returns a mutated input (Tensor(a!))",
+        (
+            "3: a_: warning: returns a mutated input (Tensor(a!)): automatic functionalization in "
+            "graph mode needs in-place custom ops to return none"
+        ),
     ),
     "Tensor after a scalar": (
         "- func: a(Tensor x, int k, Tensor y) -> Tensor\n",
-        "3: a: warning: Tensor input y comes after the scalar k",
+        "3: a: warning: Tensor input y comes after the scalar k: put Tensors first",
     ),
     "in-place kernel with nothing marked": (
         "- func: a(Tensor x, Tensor y) -> Tensor\n  gen_opapi:\n    exec: aclnnA\n",
-        "3: a: warning: gen_opapi allocates no output",
+        NOTHING_MARKED,
+    ),
+    "in-place kernel with nothing marked, new_params being no output": (
+        (
+            "- func: a(Tensor x, Tensor y) -> Tensor\n  gen_opapi:\n    new_params:\n      k: '1'\n"
+            "    exec: aclnnA\n"
+        ),
+        NOTHING_MARKED,
     ),
 }
 
 
 @pytest.mark.parametrize(("entries", "expected"), GRAPH_MODE.values(), ids=GRAPH_MODE.keys())
-def test_graph_mode_rules_warn_and_fail_only_when_strict(tmp_path, entries, expected):
+def test_graph_mode_rules_warn_and_fail_only_when_strict(tmp_path, entries, expected, capsys):
     """A graph-mode fault is a warning (exit 0), and an error under --strict (exit 1)."""
-    (finding,) = findings(tmp_path, entries)
-    assert finding.startswith(expected)
+    assert findings(tmp_path, entries) == [expected]
     path = tmp_path / "f"
     assert opschema.main([str(path)]) == 0
     assert opschema.main(["--strict", str(path)]) == 1
+    assert capsys.readouterr().err == "0 errors, 1 warnings\n1 errors, 0 warnings\n"
+
+
+def test_an_in_place_kernel_writing_a_marked_input_passes(tmp_path):
+    """A gen_opapi with no output is right when the input it writes is marked (a!)."""
+    entries = "- func: a(Tensor(a!) x, Tensor y) -> Tensor\n  gen_opapi:\n    exec: aclnnA\n"
+    assert findings(tmp_path, entries) == []
+
+
+def test_the_summary_counts_errors_and_warnings_apart(tmp_path, capsys):
+    """The last line counts the errors and the warnings of every file given."""
+    path = tmp_path / "f"
+    path.write_text(
+        HEADER + "- func: a(Tensr x) -> Tensor\n- func: b(Tensor x, int k, Tensor y) -> Tensor\n"
+    )
+    assert opschema.main([str(path), str(path)]) == 1
+    assert capsys.readouterr().err == "2 errors, 2 warnings\n"
+
+
+def test_help_says_what_it_checks_under_the_command_name(capsys):
+    """`opschema --help` gives the usage under the command's name, what it checks, and each
+    argument with what it takes."""
+    with pytest.raises(SystemExit) as exit_status:
+        opschema.main(["--help"], prog="{{ cookiecutter.package_name }} opschema")
+    assert exit_status.value.code == 0
+    printed = " ".join(capsys.readouterr().out.split())  # as one line, however it wraps
+    assert printed.startswith(
+        "usage: {{ cookiecutter.package_name }} opschema [-h] [--strict] [files ...] Check op-plugin "
+        "schema files (op_plugin_functions.yaml) before a torch_npu build or graph mode does. "
+    )
+    assert " files yaml files (default: this project's) " in printed
+    assert " --strict treat graph-mode warnings as errors" in printed

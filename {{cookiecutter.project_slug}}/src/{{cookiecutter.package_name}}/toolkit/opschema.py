@@ -2,12 +2,12 @@
 
     python -m {{ cookiecutter.package_name }} opschema [--strict] [FILE ...]
 
-Errors (exit 1) break torch_npu's code generation: YAML that does not parse, unknown sections or
-entry keys, a `func` that ATen's schema parser (torchgen, as the build uses) rejects, version
-fields naming versions outside `all_version`, a gen_opapi output whose size or dtype names no
-argument, an op listed twice for the same versions. Warnings break graph mode for custom ops
-(TorchAir's rules): an in-place kernel with no argument marked (a!), a mutated input returned,
-Tensor inputs after scalars; --strict makes them errors. Each finding reads
+Errors (exit 1) break torch_npu's code generation: YAML that does not parse, unknown sections,
+entry keys or gen_opapi keys, a `func` that ATen's schema parser (torchgen, as the build uses)
+rejects, version fields naming versions outside `all_version`, a gen_opapi output whose size or
+dtype names no argument, an op listed twice for the same versions. Warnings break graph mode for
+custom ops (TorchAir's rules): an in-place kernel with no argument marked (a!), a mutated input
+returned, Tensor inputs after scalars; --strict makes them errors. Each finding reads
 FILE:LINE: <op name>: message. With no FILE, this project's op_plugin_functions.yaml is checked.
 """
 
@@ -112,20 +112,29 @@ class Checker:
         self.findings.append(Finding(self.file, line, op, message, graph_mode))
 
     def line_of(self, mapping: dict[Any, Any], key: Any) -> int:
-        return self.key_lines.get(id(mapping), {}).get(key, 1)
+        # Every mapping of the document, and so every key looked up, went through LineLoader.
+        return self.key_lines[id(mapping)][key]
+
+    def error_line(self, error: yaml.YAMLError) -> int:
+        """Where the broken construct starts (an unclosed [ ...), else where parsing gave up; a
+        character YAML refuses (a ReaderError) has only its offset in the text."""
+        mark = getattr(error, "context_mark", None) or getattr(error, "problem_mark", None)
+        if mark:
+            return mark.line + 1
+        return self.text.count("\n", 0, getattr(error, "position", 0)) + 1
 
     def run(self) -> list[Finding]:
-        loader = LineLoader(self.text)
         try:
-            document = loader.get_single_data()
+            loader = LineLoader(self.text)  # reads the whole text first: a bad character fails here
+            try:
+                document = loader.get_single_data()
+            finally:
+                loader.dispose()
         except yaml.YAMLError as error:
-            # Where the broken construct starts (an unclosed [ ...), else where parsing gave up.
-            mark = getattr(error, "context_mark", None) or getattr(error, "problem_mark", None)
-            line = mark.line + 1 if mark else 1
-            self.report(line, "<yaml>", f"does not parse: {error}".splitlines()[0])
+            self.report(
+                self.error_line(error), "<yaml>", f"does not parse: {error}".splitlines()[0]
+            )
             return self.findings
-        finally:
-            loader.dispose()
         self.key_lines = loader.key_lines
         for line, key in loader.duplicate_keys:
             self.report(line, "<yaml>", f"key {key!r} given twice: YAML keeps only the last")
@@ -212,7 +221,13 @@ class Checker:
         known = {argument.name for argument in schema.arguments.flat_all}
         known |= set(new_params) if isinstance(new_params, dict) else set()
         for key, output in gen_opapi.items():
-            if key in NOT_OUTPUTS or not isinstance(output, dict):
+            if key in NOT_OUTPUTS:
+                continue
+            if not isinstance(output, dict):
+                # A misspelt key (exe: for exec:) is neither an output nor a key the generator reads.
+                others = ", ".join(sorted(NOT_OUTPUTS))
+                message = f"gen_opapi.{key}: unknown key; an output maps size: and dtype:, others are {others}"
+                self.report(self.line_of(gen_opapi, key), name, message)
                 continue
             for field in ("size", "dtype"):
                 value = output.get(field)
