@@ -309,12 +309,15 @@ def run_mutmut(target: Target, work: Path, workers: int, modules: list[str]) -> 
     # Results without a marker are those of a run that was stopped: tested against tests that
     # may have changed since, as mutmut re-tests only the mutants of functions that changed.
     retest = (work / "mutants").exists() and (not marker.exists() or marker.read_text() != fingerprint)
+    # Only the results kept from before may be stale: what this run tests, it tests afresh.
+    kept = {name for name, code in read_results(work).items() if code is not None} if retest else set()
     if retest:
         # New and changed tests reach other functions: count again which tests reach which.
         (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     mutmut(work, "run", "--max-children", str(workers))
     if retest:
-        again = [name for name, code in read_results(work).items() if code not in KILLED | TIMED_OUT]
+        results = read_results(work)
+        again = [name for name in sorted(kept) if results.get(name) not in KILLED | TIMED_OUT]
         if again:
             print(f"{target.name}: the tests changed; {len(again)} survivor(s) again", flush=True)
             mutmut(work, "run", "--max-children", str(workers), *again)
