@@ -217,6 +217,24 @@ def test_a_parse_error_without_a_message_is_named_by_its_type(monkeypatch):
     assert opschema.parse_schema("a(Tensor x) -> Tensor") == "AssertionError"
 
 
+def test_a_refused_character_is_placed_by_every_line_before_it(tmp_path):
+    """A character YAML refuses is reported at its line, counting blank lines at the top too."""
+    entries = "- func: a(Tensor x) -> Tensor\n  op_api: \x07\n"
+    assert findings(tmp_path, entries, header="\n" + HEADER) == [
+        "5: <yaml>: does not parse: unacceptable character #x0007: special characters are not allowed"
+    ]
+
+
+def test_the_outputs_after_a_misspelt_gen_opapi_key_are_checked(tmp_path):
+    """A misspelt gen_opapi key is reported, and the outputs listed after it are still checked."""
+    entries = (
+        "- func: a(Tensor x) -> Tensor\n  gen_opapi:\n    exe: aclnnA\n    out:\n      size: y\n"
+    )
+    (misspelt, output) = findings(tmp_path, entries)
+    assert misspelt.startswith("5: a: gen_opapi.exe: unknown key")
+    assert output == "7: a: gen_opapi.out.size: y is not an argument of the op"
+
+
 def test_findings_are_in_line_order(tmp_path):
     """Findings read top to bottom, whichever check found them first."""
     entries = "- func: a(Tensr x) -> Tensor\nextra:\n"
