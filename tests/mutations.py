@@ -727,6 +727,38 @@ MUTATIONS = (
         "tests/test_generate.py -k one_graph_per_capture_size",
         DECODE,
     ),
+    Mutation(
+        "a sequence that produced EOS keeps generating",
+        f"{PACKAGE}/generate.py",
+        "        done |= ended(token)",
+        "        done &= ended(token)",
+        "tests/test_generate.py -k produced_eos",
+        DECODE,
+    ),
+    Mutation(
+        "graph mode's tokens/s count the new tokens of one sequence only",
+        f"{PACKAGE}/generate.py",
+        '"graph": decoded / graph_s}',
+        '"graph": decoded / prompt.shape[0] / graph_s}',
+        "tests/test_generate.py -k tokens_per_second",
+        DECODE,
+    ),
+    Mutation(
+        "model.py may declare a cache of 0 rows",
+        f"{TOOLKIT}/decode.py",
+        "isinstance(value, bool) or value < 1:",
+        "isinstance(value, bool) or value < 0:",
+        "tests/test_decode.py -k contract_error",
+        DECODE,
+    ),
+    Mutation(
+        "warm-up runs its graphs on the host",
+        f"{TOOLKIT}/decode.py",
+        "            tokens = torch.zeros(size, 1, dtype=torch.long, device=self.device)",
+        "            tokens = torch.zeros(size, 1, dtype=torch.long)",
+        "tests/test_decode.py -k warm_up_captures",
+        DECODE,
+    ),
     # bench (decode): every capture size, prefill apart, every timed call from a state put back.
     Mutation(
         "bench (decode) skips the largest capture size",

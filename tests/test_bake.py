@@ -99,7 +99,12 @@ def files_in(project: Path) -> set[str]:
 
 WORKLOAD_FILES = {
     "forward": set(),
-    "decode": {"src/{package}/generate.py", "src/{package}/toolkit/decode.py", "tests/test_generate.py"},
+    "decode": {
+        "src/{package}/generate.py",
+        "src/{package}/toolkit/decode.py",
+        "tests/test_decode.py",
+        "tests/test_generate.py",
+    },
 }
 
 

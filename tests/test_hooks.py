@@ -269,7 +269,12 @@ def test_post_gen_removes_decode_files_from_a_forward_project():
     """workload=forward removes generate.py, the decode toolkit and their tests; decode keeps them."""
     answers = {"package_name": "pkg", "mode": "npugraph_ex", "custom_op": "none", "parallel": "none"}
     answers["op_registration"] = "torch_library"
-    decode_files = {"src/pkg/generate.py", "src/pkg/toolkit/decode.py", "tests/test_generate.py"}
+    decode_files = {
+        "src/pkg/generate.py",
+        "src/pkg/toolkit/decode.py",
+        "tests/test_decode.py",
+        "tests/test_generate.py",
+    }
     assert decode_files <= set(post_gen.paths_to_remove({**answers, "workload": "forward"}))
     assert not decode_files & set(post_gen.paths_to_remove({**answers, "workload": "decode"}))
 

@@ -1,3 +1,4 @@
+{%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """Generation: the decode step in graph mode, captured once per capture size and replayed for every
 position, chooses the tokens a model without a cache would choose, pads a batch up to its capture
@@ -8,6 +9,7 @@ import dataclasses
 import io
 import json
 import re
+import types
 {%- if tp %}
 from collections.abc import Iterator
 {%- endif %}
@@ -19,6 +21,9 @@ from torch._dynamo.utils import counters
 
 from {{ cookiecutter.package_name }} import generate, model
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
+{%- if cache %}
+from {{ cookiecutter.package_name }}.toolkit.compile_cache import CACHE_DIR
+{%- endif %}
 from {{ cookiecutter.package_name }}.toolkit.decode import DecodeGraphs, Warmup, limits, logits_of
 {%- if tp %}
 from {{ cookiecutter.package_name }}.toolkit.parallel import Ranks, tensor_parallel
@@ -219,6 +224,159 @@ def test_the_report_lays_out_each_line_of_the_result():
     assert generate.render(quiet).splitlines()[-1] == "recompiles  none"
 
 
+class Counting:
+    """A model whose next token is the last one plus 1 (modulo 10), as one-hot logits."""
+
+    def __call__(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.one_hot((tokens + 1) % 10, 10).float()
+
+
+def test_a_sequence_that_produced_eos_repeats_it_while_the_others_go_on(monkeypatch):
+    """With EOS_ID set, a sequence that produced it repeats it; the others keep generating."""
+    monkeypatch.setattr(generate, "EOS_ID", 7)
+    counting = Counting()
+    tokens = generate.generate(counting, counting, torch.tensor([[1, 2], [4, 5]]), 4)
+    assert tokens.tolist() == [[1, 2, 3, 4, 5, 6], [4, 5, 6, 7, 7, 7]]
+
+
+def test_generation_stops_once_every_sequence_produced_eos(monkeypatch):
+    """Once every sequence has produced EOS_ID, no more steps run: the result is shorter than
+    asked."""
+    monkeypatch.setattr(generate, "EOS_ID", 7)
+    counting = Counting()
+    tokens = generate.generate(counting, counting, torch.tensor([[1, 2], [4, 5]]), 9)
+    assert tokens.tolist() == [[1, 2, 3, 4, 5, 6, 7], [4, 5, 6, 7, 7, 7, 7]]
+
+
+def test_which_new_tokens_end_their_sequence(monkeypatch):
+    """ended(): one flag per sequence, on the tokens' device; without EOS_ID none is set, with it
+    those that produced it."""
+    tokens = torch.tensor([[3], [7], [7]])
+    assert generate.ended(tokens).tolist() == [False, False, False]
+    assert generate.ended(tokens.to("meta")).device.type == "meta"
+    monkeypatch.setattr(generate, "EOS_ID", 7)
+    assert generate.ended(tokens).tolist() == [False, True, True]
+
+
+def test_the_prompt_goes_to_the_device_asked(monkeypatch):
+    """prompt_of() puts example_inputs()'s prompt, its rows in turn, on the given device (the meta
+    device stands in for the NPU)."""
+    monkeypatch.setattr(generate, "example_inputs", lambda: (torch.tensor([[1, 2], [3, 4]]),))
+    assert generate.prompt_of(3, "cpu").tolist() == [[1, 2], [3, 4], [1, 2]]
+    assert generate.prompt_of(3, "meta").device.type == "meta"
+
+
+def test_timed_gives_the_result_and_the_seconds_until_the_device_is_done(monkeypatch):
+    """timed(): what the call returned, and the clock's time from before the call until after the
+    device synchronized."""
+    events, clock = [], iter([100.0, 102.5])
+
+    def perf_counter() -> float:
+        events.append("clock")
+        return next(clock)
+
+    monkeypatch.setattr(generate, "time", types.SimpleNamespace(perf_counter=perf_counter))
+    monkeypatch.setattr(generate, "synchronize", lambda device: events.append(f"wait {device}"))
+    assert generate.timed(lambda: events.append("call") or "result", "npu") == ("result", 2.5)
+    assert events == ["clock", "call", "wait npu", "clock"]
+{%- if not tp %}
+
+
+def test_graph_mode_runs_on_the_backends_device():
+    """build(): the decode graphs run where the backend runs."""
+    _, graphs = generate.build(select_backend())
+    assert graphs.device == select_backend().device
+{%- endif %}
+{%- if cache and not tp %}
+
+
+def test_graph_mode_keeps_its_graphs_in_the_projects_cache_dir(monkeypatch):
+    """build() asks cache_compile for one cached step per capture size, in CACHE_DIR."""
+    asked = []
+
+    def cached_steps(model: torch.nn.Module, sizes: tuple[int, ...], cache_dir: str = CACHE_DIR):
+        asked.append((sizes, cache_dir))
+        return {}
+
+    monkeypatch.setattr(generate, "cached_steps", cached_steps)
+    generate.build(select_backend())
+    assert asked == [(limits().capture_sizes, CACHE_DIR)]
+{%- endif %}
+
+
+RESULT = {
+    "backend": "aot_eager",
+    "reason": "no NPU",
+    "batch": 1,
+    "prompt_length": 2,
+    "capture_size": 1,
+    "tokens": [[5, 6, 7, 8]],
+    "graphs": 1,
+    "warmup": "captured 1 graph (batch 1) in 0.5 s",
+    "recompiles": [],
+    "tokens_per_s": {"eager": 12.34, "graph": 56.78},
+    "matches_eager": True,
+    "first_difference": None,
+    "note": None,
+}
+"""What run() returns, for the tests of what generate prints."""
+
+
+def test_generate_prints_the_report_or_with_json_the_result_and_exits_0(monkeypatch, capsys):
+    """`generate` prints the report of run()'s result, `generate --json` the result itself; 16
+    new tokens and the prompt's batch unless asked otherwise; exit 0 when graph mode matched."""
+    asked = []
+    monkeypatch.setattr(generate, "run", lambda *arguments: asked.append(arguments[:2]) or RESULT)
+    assert generate.main(["--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {key: result[key] for key in RESULT} == RESULT
+    assert generate.main([]) == 0
+    assert capsys.readouterr() == (generate.render(result) + "\n", "")
+    assert asked == [(16, None)] * 2
+
+
+def test_tokens_that_differ_from_eager_exit_1_naming_where_and_the_check(monkeypatch, capsys):
+    """Graph mode's tokens differ from eager's: exit 1, and one line on stderr says from where
+    and which command compares one step."""
+    differing = {**RESULT, "matches_eager": False, "first_difference": "sequence 1, position 5"}
+    monkeypatch.setattr(generate, "run", lambda *arguments: differing)
+    assert generate.main([]) == 1
+    printed, error = capsys.readouterr()
+    assert "other tokens" not in printed
+    assert error == (
+{%- if tp %}
+        "generate: graph mode chose other tokens than eager, or than rank 0, from sequence 1, "
+        "position 5 on rank 0: run `python -m {{ cookiecutter.package_name }} check` to compare "
+        "one step leaf by leaf\n"
+{%- else %}
+        "generate: graph mode chose other tokens than eager from sequence 1, position 5: run "
+        "`python -m {{ cookiecutter.package_name }} check` to compare one step leaf by leaf\n"
+{%- endif %}
+    )
+
+
+def test_help_names_every_option_with_its_default(capsys):
+    """`generate --help` gives the usage under the command's name, what generate does, and each
+    option with what it does and its default."""
+    with pytest.raises(SystemExit) as exit_status:
+        generate.main(["--help"], prog="{{ cookiecutter.package_name }} generate")
+    assert exit_status.value.code == 0
+    printed = " ".join(capsys.readouterr().out.split())  # as one line, however it wraps
+    usage = "[-h] [--new-tokens NEW_TOKENS] [--batch BATCH] [--json]"
+    assert printed.startswith(f"usage: {{ cookiecutter.package_name }} generate {usage} ")
+    summary = (
+        " Greedy generation: an eager prefill of the prompt, then one graph-mode decode step per "
+        "new token. options: "
+    )
+    assert summary in printed
+    for option in [
+        "--new-tokens NEW_TOKENS tokens to generate (default: 16)",
+        "--batch BATCH sequences, the prompt's rows in turn (default: the prompt's)",
+        "--json print one JSON object instead",
+    ]:
+        assert option in printed
+
+
 def test_capture_sizes_beyond_the_cache_are_a_contract_error(monkeypatch, capsys):
     """A capture size above MAX_BATCH has no cache rows: refused before anything compiles."""
     monkeypatch.setattr(model, "CAPTURE_SIZES", (*limits().capture_sizes, model.MAX_BATCH + 1))
@@ -226,15 +384,33 @@ def test_capture_sizes_beyond_the_cache_are_a_contract_error(monkeypatch, capsys
     assert f"more than MAX_BATCH = {model.MAX_BATCH}" in message
 
 
+class JsonRun(NamedTuple):
+    result: dict
+    synchronized: list[str]
+    """The device each timing waited for."""
+
+
+CLOCK = [1.0, 3.0, 10.0, 14.0]
+"""generate's clock in `json_run`: eager generation takes 2 s, graph mode 4 s."""
+
+
 @pytest.fixture(scope="module")
-def json_result() -> dict:
-    """`generate --json --new-tokens 4`, run once (after the tests that share `decoder`: it
-    compiles its own graphs)."""
+def json_run() -> JsonRun:
+    """`generate --json --new-tokens 4`, run once on a clock that reads CLOCK (after the tests
+    that share `decoder`: it compiles its own graphs)."""
     torch._dynamo.reset()
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    clock, synchronized = iter(CLOCK), []
+    with pytest.MonkeyPatch.context() as monkeypatch, contextlib.redirect_stdout(printed):
+        monkeypatch.setattr(generate, "time", types.SimpleNamespace(perf_counter=clock.__next__))
+        monkeypatch.setattr(generate, "synchronize", synchronized.append)
         assert generate.main(["--json", "--new-tokens", "4"]) == 0
-    return json.loads(printed.getvalue())
+    return JsonRun(json.loads(printed.getvalue()), synchronized)
+
+
+@pytest.fixture(scope="module")
+def json_result(json_run: JsonRun) -> dict:
+    return json_run.result
 
 
 def test_generate_json_reports_tokens_graphs_and_speed(json_result):
@@ -245,9 +421,31 @@ def test_generate_json_reports_tokens_graphs_and_speed(json_result):
     assert {len(row) for row in json_result["tokens"]} == {length + 4}
     assert json_result["graphs"] == len(limits().capture_sizes)
     assert json_result["recompiles"] == []
-    assert json_result["tokens_per_s"]["eager"] > 0
-    assert json_result["tokens_per_s"]["graph"] > 0
     assert json_result["matches_eager"] is True
+    assert json_result["first_difference"] is None
+
+
+def test_generate_json_describes_the_batch_it_ran(json_result):
+    """--json: the batch, the prompt's length and the capture size the batch ran at."""
+    batch, length = prompt_of(None).shape
+    described = [json_result[key] for key in ("batch", "prompt_length", "capture_size")]
+    assert described == [batch, length, limits().capture_size(batch)]
+
+
+def test_tokens_per_second_count_every_sequences_new_tokens_over_each_runs_seconds(json_run):
+    """tokens/s: the new tokens of all sequences, divided by the seconds of each run (2 s eager,
+    4 s graph mode on CLOCK); each timing waits for the backend's device."""
+    batch = prompt_of(None).shape[0]
+    assert json_run.result["tokens_per_s"] == {"eager": 4 * batch / 2, "graph": 4 * batch / 4}
+    assert json_run.synchronized == [select_backend().device] * 2
+
+
+def test_generate_json_notes_a_stand_in_backend(json_result):
+    """Off an NPU the result carries one note: the stand-in's tokens/s do not predict NPU speed;
+    on an NPU none."""
+    backend = select_backend()
+    stand_in = f"{backend.name} stands in for npugraph_ex: its tokens/s do not predict NPU speed"
+    assert json_result["note"] == (None if backend.is_npugraph_ex else stand_in)
 
 
 def test_the_report_says_what_warm_up_captured(json_result):

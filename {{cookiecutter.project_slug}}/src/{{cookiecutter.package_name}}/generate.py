@@ -1,7 +1,8 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
-"""Greedy generation: the prompt runs eagerly (prefill), then the decode step runs in graph mode once
-per new token, replayed from one graph per capture size.
+"""Greedy generation: an eager prefill of the prompt, then one graph-mode decode step per new token.
+
+The decode step replays one graph per capture size.
 
     python -m {{ cookiecutter.package_name }} generate [--new-tokens N] [--batch B] [--json]
 
@@ -251,7 +252,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         "--new-tokens",
         type=int,
         default=NEW_TOKENS,
-        help=f"tokens to generate (default {NEW_TOKENS})",
+        help=f"tokens to generate (default: {NEW_TOKENS})",
     )
     parser.add_argument(
         "--batch", type=int, help="sequences, the prompt's rows in turn (default: the prompt's)"
