@@ -21,7 +21,7 @@ from torch._dynamo.utils import counters
 
 from {{ cookiecutter.package_name }} import generate, model
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
-{%- if cache %}
+{%- if cache and not tp %}
 from {{ cookiecutter.package_name }}.toolkit.compile_cache import CACHE_DIR
 {%- endif %}
 from {{ cookiecutter.package_name }}.toolkit.decode import DecodeGraphs, Warmup, limits, logits_of
