@@ -50,6 +50,8 @@ Plan = dict[str, ParallelStyle]
 # error, and this bounds the wait when a rank hangs instead (compiling and capturing take minutes
 # on an NPU, well under this).
 COLLECTIVE_TIMEOUT = timedelta(minutes=30)
+# A job of one rank waits for no one: a wait there is a bug, which fails in seconds, not minutes.
+SOLO_TIMEOUT = timedelta(seconds=30)
 
 
 class PlanError(ValueError):
@@ -367,7 +369,9 @@ def start(device_type: str, joined: bool) -> Ranks:
         dist.init_process_group(group_backend, timeout=COLLECTIVE_TIMEOUT)
     else:
         # Plain python: one rank, which needs no rendezvous (nor a free port).
-        dist.init_process_group(group_backend, store=dist.HashStore(), rank=0, world_size=1)
+        dist.init_process_group(
+            group_backend, store=dist.HashStore(), rank=0, world_size=1, timeout=SOLO_TIMEOUT
+        )
     # torch_npu runs DTensor on meshes of device type "npu" (its own DTensor tests do:
     # torch_npu/testing/_internal/common_dtensor.py), "cpu" takes gloo.
     mesh = init_device_mesh(device.partition(":")[0], (size,))
