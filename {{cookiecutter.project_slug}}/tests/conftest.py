@@ -162,6 +162,20 @@ def eager_output(eager_step: EagerStep) -> Any:
 
 
 @pytest.fixture
+def help_of(capsys: pytest.CaptureFixture[str]) -> Callable[[Callable[..., int], str], str]:
+    """help_of(main, prog): what `--help` prints for a tool's main() called as `prog`, on one line
+    however it wraps; --help must exit 0."""
+
+    def shown(main: Callable[..., int], prog: str) -> str:
+        with pytest.raises(SystemExit) as exit_status:
+            main(["--help"], prog=prog)
+        assert exit_status.value.code == 0
+        return " ".join(capsys.readouterr().out.split())
+
+    return shown
+
+
+@pytest.fixture
 def forget_torch_npu(monkeypatch: pytest.MonkeyPatch) -> None:
     """The test's next `import torch_npu` loads afresh, and what it loads is taken away afterwards."""
     # setitem remembers that there was no entry; undoing it removes the stand-in the test loaded.

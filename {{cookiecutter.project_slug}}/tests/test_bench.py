@@ -453,13 +453,10 @@ def test_a_real_recompile_while_timing_is_reported(capsys, monkeypatch):
 {%- endif %}
 
 
-def test_help_names_every_option_with_its_default(capsys):
+def test_help_names_every_option_with_its_default(help_of):
     """`bench --help` gives the usage under the command's name, what bench does, and each option
     with what it does and its default."""
-    with pytest.raises(SystemExit) as exit_status:
-        bench.main(["--help"], prog="{{ cookiecutter.package_name }} bench")
-    assert exit_status.value.code == 0
-    printed = " ".join(capsys.readouterr().out.split())  # as one line, however it wraps
+    printed = help_of(bench.main, "{{ cookiecutter.package_name }} bench")
     usage = "[-h] [--json] [--iters ITERS] [--warmup WARMUP] [--backend BACKEND]"
     assert printed.startswith(f"usage: {{ cookiecutter.package_name }} bench {usage} ")
     assert " Time eager against graph mode on the same model and input. options: " in printed

@@ -619,12 +619,9 @@ def test_json_is_one_indented_object_with_verdict_summary_and_checks(capsys, two
     assert output.startswith('{\n  "verdict": 1,\n  "summary": ')
 
 
-def test_help_says_what_the_doctor_answers(capsys):
+def test_help_says_what_the_doctor_answers(help_of):
     """--help: the usage under the name it is called by, the doctor's question and --json."""
-    with pytest.raises(SystemExit) as exit_info:
-        doctor.main(["--help"], prog=DOCTOR)
-    assert exit_info.value.code == 0
-    words = " ".join(capsys.readouterr().out.split())
+    words = help_of(doctor.main, DOCTOR)
     assert words.startswith(f"usage: {DOCTOR} [-h] [--json]")
     assert "Why won't graph mode run here? One screen of OK / WARN / FAIL lines" in words
     assert "--json print one JSON object instead" in words

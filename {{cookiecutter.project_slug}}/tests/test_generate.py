@@ -355,13 +355,10 @@ def test_tokens_that_differ_from_eager_exit_1_naming_where_and_the_check(monkeyp
     )
 
 
-def test_help_names_every_option_with_its_default(capsys):
+def test_help_names_every_option_with_its_default(help_of):
     """`generate --help` gives the usage under the command's name, what generate does, and each
     option with what it does and its default."""
-    with pytest.raises(SystemExit) as exit_status:
-        generate.main(["--help"], prog="{{ cookiecutter.package_name }} generate")
-    assert exit_status.value.code == 0
-    printed = " ".join(capsys.readouterr().out.split())  # as one line, however it wraps
+    printed = help_of(generate.main, "{{ cookiecutter.package_name }} generate")
     usage = "[-h] [--new-tokens NEW_TOKENS] [--batch BATCH] [--json]"
     assert printed.startswith(f"usage: {{ cookiecutter.package_name }} generate {usage} ")
     summary = (

@@ -338,13 +338,10 @@ def test_the_summary_counts_errors_and_warnings_apart(tmp_path, capsys):
     assert capsys.readouterr().err == "2 errors, 2 warnings\n"
 
 
-def test_help_says_what_it_checks_under_the_command_name(capsys):
+def test_help_says_what_it_checks_under_the_command_name(help_of):
     """`opschema --help` gives the usage under the command's name, what it checks, and each
     argument with what it takes."""
-    with pytest.raises(SystemExit) as exit_status:
-        opschema.main(["--help"], prog="{{ cookiecutter.package_name }} opschema")
-    assert exit_status.value.code == 0
-    printed = " ".join(capsys.readouterr().out.split())  # as one line, however it wraps
+    printed = help_of(opschema.main, "{{ cookiecutter.package_name }} opschema")
     assert printed.startswith(
         "usage: {{ cookiecutter.package_name }} opschema [-h] [--strict] [files ...] Check op-plugin "
         "schema files (op_plugin_functions.yaml) before a torch_npu build or graph mode does. "

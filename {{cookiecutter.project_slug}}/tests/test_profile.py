@@ -1070,13 +1070,10 @@ def test_top_kernels_are_the_five_slowest_by_device_time_per_step(tmp_path):
     ]
 
 
-def test_help_names_every_option_with_its_default(capsys):
+def test_help_names_every_option_with_its_default(help_of):
     """`profile --help` gives the usage under the command's name, what profile does, and each
     option with what it does and its default."""
-    with pytest.raises(SystemExit) as exit_status:
-        profile.main(["--help"], prog="{{ cookiecutter.package_name }} profile")
-    assert exit_status.value.code == 0
-    printed = " ".join(capsys.readouterr().out.split())  # as one line, however it wraps
+    printed = help_of(profile.main, "{{ cookiecutter.package_name }} profile")
     usage = "[-h] [--steps STEPS] [--out OUT] [--plot FILE.png] [--json]"
     assert printed.startswith(f"usage: {{ cookiecutter.package_name }} profile {usage} ")
     assert (
