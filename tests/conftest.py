@@ -8,9 +8,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import jinja2
 import pytest
+from cookiecutter.environment import StrictEnvironment
 from cookiecutter.main import cookiecutter
 from filelock import FileLock
 
@@ -20,6 +24,7 @@ CONTEXT = json.loads((TEMPLATE / "cookiecutter.json").read_text())
 CHOICES = {
     name: value for name, value in CONTEXT.items() if isinstance(value, list) and not name.startswith("_")
 }
+DEFAULT_CHOICES = {name: choices[0] for name, choices in CHOICES.items()}
 COMBINATIONS = [dict(zip(CHOICES, values, strict=True)) for values in itertools.product(*CHOICES.values())]
 
 OP_VARIANTS = [{"custom_op": "none"}] + [
@@ -143,6 +148,34 @@ def run_in(
     )
 
 
+class CompiledTemplates(jinja2.BytecodeCache):
+    """Jinja's bytecode cache, in memory: each template file is compiled once per process, not
+    once per bake. Jinja checks each file's source checksum on load, so an edited file compiles
+    afresh."""
+
+    def __init__(self) -> None:
+        self.compiled: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        if bucket.key in self.compiled:
+            bucket.bytecode_from_string(self.compiled[bucket.key])
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        self.compiled[bucket.key] = bucket.bytecode_to_string()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Bake with Jinja's bytecode cache. Cookiecutter makes a new Jinja environment for every bake,
+    and compiling the template's files again was most of a bake's time; the tests bake hundreds of
+    times. (Benchmarks import this module without it, and time a bake as users wait for it.)"""
+    cache, make = CompiledTemplates(), StrictEnvironment.__init__
+
+    def make_with_cache(environment: StrictEnvironment, **options: Any) -> None:
+        make(environment, bytecode_cache=cache, **options)
+
+    StrictEnvironment.__init__ = make_with_cache
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--full",
@@ -162,23 +195,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of this run that every xdist worker shares: each worker's own base temp folder
+    sits in it."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def once(folder: Path, key: str, make: Callable[[Path], Any]) -> Any:
+    """make(folder/key)'s result, made once across xdist workers (the others wait for it) and
+    read back as JSON by every caller."""
+    folder.mkdir(exist_ok=True)
+    done = folder / f"{key}.json"
+    with FileLock(folder / f"{key}.lock"):
+        if not done.exists():
+            done.write_text(json.dumps(make(folder / key)))
+    return json.loads(done.read_text())
+
+
 @pytest.fixture(scope="session")
-def baked(tmp_path_factory: pytest.TempPathFactory):
+def baked(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """bake(**answers), memoised across xdist workers: each set of answers is baked once, into a
     folder named by its hash, and shared by every test that asks for it (read-only)."""
-    # Every worker's base temp folder sits in the run's own folder: the bakes go beside them.
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent
-    shared /= "bakes"
-    shared.mkdir(exist_ok=True)
+    bakes = run_folder(tmp_path_factory) / "bakes"
 
     def bake_once(**answers: str) -> Path:
-        key = hashlib.sha256(json.dumps(answers, sort_keys=True).encode()).hexdigest()[:16]
-        folder, done = shared / key, shared / f"{key}.json"
-        with FileLock(shared / f"{key}.lock"):
-            if not done.exists():
-                done.write_text(json.dumps(str(bake(folder, **answers))))
-        return Path(json.loads(done.read_text()))
+        # Answers left out are the defaults: the same project, so the same bake.
+        complete = {**DEFAULT_CHOICES, **answers}
+        key = hashlib.sha256(json.dumps(complete, sort_keys=True).encode()).hexdigest()[:16]
+        return Path(once(bakes, key, lambda folder: str(bake(folder, **answers))))
 
     return bake_once
