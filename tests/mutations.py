@@ -444,7 +444,7 @@ MUTATIONS = (
         "import pytest\n\nfrom {{ cookiecutter.package_name }}.__main__",
         "import pytest\n\nfrom conftest import pytest_collection_modifyitems  # noqa: F401\n"
         "from {{ cookiecutter.package_name }}.__main__",
-        "tests/test_bake.py -k 'sorting_first and aaa_model-npugraph_ex-none'",
+        "tests/test_bake.py -k 'sorting_first and sorts-first-npugraph_ex-none'",
     ),
     Mutation(
         "an npugraph_ex project keeps cache_compile's export rule",

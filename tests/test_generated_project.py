@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -212,12 +213,18 @@ BROKEN_TORCH_NPU = {
 }
 
 
-def test_autoload_trap_becomes_a_reason_not_a_traceback(baked, tmp_path):
+DEFAULT_VARIANT = REPRESENTATIVE_VARIANTS[0]
+"""The default answers' project."""
+
+
+# In the default project's group: the portable export of its run is the file this test runs.
+@pytest.mark.xdist_group(variant_id(DEFAULT_VARIANT))
+def test_autoload_trap_becomes_a_reason_not_a_traceback(baked, variant_run, tmp_path):
     """With torch_npu installed but CANN missing, `import torch` dies, yet the MRE runs and says why."""
     for name, text in BROKEN_TORCH_NPU.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    project = baked()
+    project = baked(**DEFAULT_VARIANT)
     site = f"{project / 'src'}:{tmp_path}"
 
     trap = run_in(project, "-c", "import torch", PYTHONPATH=site)
@@ -229,7 +236,7 @@ def test_autoload_trap_becomes_a_reason_not_a_traceback(baked, tmp_path):
     assert "Traceback" not in result.stderr
 
     # The portable export defuses the same trap on its own, without the project.
-    export(project, "portable", tmp_path / "mre.py")
+    shutil.copy(variant_run(DEFAULT_VARIANT).exports / "portable.py", tmp_path / "mre.py")
     exported = run_in(project, str(tmp_path / "mre.py"), PYTHONPATH=str(tmp_path))
     assert exported.returncode == 0, exported.stderr
     assert "on cpu" in exported.stdout
