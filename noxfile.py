@@ -20,6 +20,7 @@ nox.options.reuse_venv = "yes"
 ROOT = Path(__file__).parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 TEST_DEPENDENCIES = nox.project.dependency_groups(PYPROJECT, "test")
+FULL_DEPENDENCIES = nox.project.dependency_groups(PYPROJECT, "full")
 MUTATION_DEPENDENCIES = nox.project.dependency_groups(PYPROJECT, "mutation")
 COOKIECUTTER = next(dependency for dependency in TEST_DEPENDENCIES if dependency.startswith("cookiecutter"))
 PRE_COMMIT_CONFIG = ROOT / ".pre-commit-config.yaml"
@@ -30,7 +31,8 @@ RUFF_HOOKS = "https://github.com/astral-sh/ruff-pre-commit"
 def tests(session: nox.Session) -> None:
     """Bake every combination of answers, lint each project and run representative projects' own
     tests; `nox -s tests -- --full` runs every variant's suite, the real models and torchrun too."""
-    session.install(*TEST_DEPENDENCIES)
+    full = "--full" in session.posargs
+    session.install(*(FULL_DEPENDENCIES if full else TEST_DEPENDENCIES))
     session.run("pytest", *session.posargs)
 
 
@@ -78,7 +80,7 @@ def speed(session: nox.Session) -> None:
 @nox.session
 def mutations(session: nox.Session) -> None:
     """Plant each bug of tests/mutations.py in a scratch copy and check that its tests catch it."""
-    session.install(*TEST_DEPENDENCIES)
+    session.install(*FULL_DEPENDENCIES)
     session.run("python", "tests/mutations.py", *session.posargs)
 
 

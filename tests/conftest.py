@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pytest
 from cookiecutter.environment import StrictEnvironment
 from cookiecutter.main import cookiecutter
@@ -148,32 +147,43 @@ def run_in(
     )
 
 
-class CompiledTemplates(jinja2.BytecodeCache):
-    """Jinja's bytecode cache, in memory: each template file is compiled once per process, not
-    once per bake. Jinja checks each file's source checksum on load, so an edited file compiles
-    afresh."""
-
-    def __init__(self) -> None:
-        self.compiled: dict[str, bytes] = {}
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        if bucket.key in self.compiled:
-            bucket.bytecode_from_string(self.compiled[bucket.key])
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        self.compiled[bucket.key] = bucket.bytecode_to_string()
+# What Jinja's compiled code depends on besides the source: the syntax, the extensions and the
+# code generator's options (jinja2.Environment's arguments).
+COMPILE_OPTIONS = (
+    "block_start_string",
+    "block_end_string",
+    "variable_start_string",
+    "variable_end_string",
+    "comment_start_string",
+    "comment_end_string",
+    "line_statement_prefix",
+    "line_comment_prefix",
+    "trim_blocks",
+    "lstrip_blocks",
+    "newline_sequence",
+    "keep_trailing_newline",
+    "optimized",
+    "finalize",
+    "is_async",
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Bake with Jinja's bytecode cache. Cookiecutter makes a new Jinja environment for every bake,
-    and compiling the template's files again was most of a bake's time; the tests bake hundreds of
-    times. (Benchmarks import this module without it, and time a bake as users wait for it.)"""
-    cache, make = CompiledTemplates(), StrictEnvironment.__init__
+    """Compile each template once per test process. Cookiecutter makes new Jinja environments for
+    every bake and compiled the template's files, file names, hooks and prompts again: more than
+    half of a bake's time, and the tests bake hundreds of times. (Benchmarks import this module
+    without this hook, and time a bake as users wait for it.)"""
+    compiled: dict[tuple, Any] = {}
+    compile_source = StrictEnvironment.compile
 
-    def make_with_cache(environment: StrictEnvironment, **options: Any) -> None:
-        make(environment, bytecode_cache=cache, **options)
+    def compile_once(environment: StrictEnvironment, source: str, *arguments: Any, **keywords: Any) -> Any:
+        options = [getattr(environment, name) for name in COMPILE_OPTIONS]
+        key = (source, *arguments, *sorted(keywords.items()), *options, *environment.extensions)
+        if key not in compiled:
+            compiled[key] = compile_source(environment, source, *arguments, **keywords)
+        return compiled[key]
 
-    StrictEnvironment.__init__ = make_with_cache
+    StrictEnvironment.compile = compile_once
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -22,6 +22,8 @@ from conftest import bake, package_of, run_in
 STAND_INS = Path(__file__).resolve().parent / "simulated_torch_npu"
 HALF_SOURCED = STAND_INS / "half_sourced"
 HEALTHY = STAND_INS / "healthy"
+# The tests that read one module-scoped run share an xdist group: the run is made once, on one
+# worker, instead of once on each worker that gets one of its tests.
 
 
 def run_tool(project: Path, tool: str, *arguments: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -102,6 +104,7 @@ def half_sourced_runs(baked, tmp_path_factory) -> dict[str, tuple[str, str, int,
     }
 
 
+@pytest.mark.xdist_group("half_sourced_runs")
 @pytest.mark.parametrize("state", CANN_STATES)
 def test_half_sourced_cann_mre_falls_back_with_the_reason(half_sourced_runs, state):
     """The MRE runs on the stand-in and its reason names the CANN variable and the fix."""
@@ -112,6 +115,7 @@ def test_half_sourced_cann_mre_falls_back_with_the_reason(half_sourced_runs, sta
     assert "set_env.sh" in backend_line
 
 
+@pytest.mark.xdist_group("half_sourced_runs")
 @pytest.mark.parametrize("state", CANN_STATES)
 def test_half_sourced_cann_doctor_fails_with_the_fix(half_sourced_runs, state):
     """The doctor's torch_npu check FAILs naming the CANN state, with a fix; exit 1."""
@@ -161,6 +165,7 @@ def soc_verdicts(baked) -> dict[str, list[str]]:
     return json.loads(result.stdout)
 
 
+@pytest.mark.xdist_group("soc_verdicts")
 @pytest.mark.parametrize("soc", CAPTURING_SOCS)
 def test_capturing_soc_chooses_npugraph_ex(soc_verdicts, soc):
     """Atlas A2 (Ascend910B1..B4 and variants), A3 and Ascend 950 get npugraph_ex on the NPU."""
@@ -169,6 +174,7 @@ def test_capturing_soc_chooses_npugraph_ex(soc_verdicts, soc):
     assert soc in reason
 
 
+@pytest.mark.xdist_group("soc_verdicts")
 @pytest.mark.parametrize("soc", REFUSED_SOCS)
 def test_other_soc_falls_back_naming_it(soc_verdicts, soc):
     """First-generation 910 (exact Ascend910B too), 310P, 310B and unknown SoCs get the stand-in."""
@@ -244,6 +250,7 @@ def warning_run(tmp_path_factory) -> str:
     return result.stdout
 
 
+@pytest.mark.xdist_group("warning_run")
 def test_npugraph_ex_warning_inside_a_compile_passes_and_is_shown(warning_run):
     """The frozen_parameter warning from npugraph_ex's module passes, shown in the summary."""
     assert re.search(r"::test_upstream_warning PASSED", warning_run), warning_run
@@ -252,6 +259,7 @@ def test_npugraph_ex_warning_inside_a_compile_passes_and_is_shown(warning_run):
     assert FROZEN_PARAMETER_WARNING in summary
 
 
+@pytest.mark.xdist_group("warning_run")
 def test_project_warning_inside_a_compile_still_fails(warning_run):
     """The same text warned from the project's own code is an error: the compile fails."""
     assert re.search(r"::test_project_warning FAILED", warning_run), warning_run
@@ -291,6 +299,7 @@ def npu_profile(baked, tmp_path_factory) -> tuple[Path, dict]:
     return out, json.loads(line.removeprefix("RESULT "))
 
 
+@pytest.mark.xdist_group("npu_profile")
 def test_npu_profile_passes_the_guide_keywords(npu_profile):
     """torch_npu.profiler.profile gets CPU and NPU activities, a schedule, a trace handler and a
     Level0 text-export _ExperimentalConfig, as Ascend's profiler guide uses it."""
@@ -302,6 +311,7 @@ def test_npu_profile_passes_the_guide_keywords(npu_profile):
     assert call["experimental_config"]["export_type"] == "text"
 
 
+@pytest.mark.xdist_group("npu_profile")
 def test_npu_profile_schedule_covers_every_step_after_one_warm_up(npu_profile):
     """The schedule waits for nothing, warms up one step, records both modes' steps, once."""
     _, run = npu_profile
@@ -310,6 +320,7 @@ def test_npu_profile_schedule_covers_every_step_after_one_warm_up(npu_profile):
     assert (call["active"], call["repeat"]) == (2 * PROFILE_STEPS, 1)
 
 
+@pytest.mark.xdist_group("npu_profile")
 def test_npu_profile_steps_the_profiler_after_every_step(npu_profile):
     """start, one prof.step() per step (the warm-up and each mode's), the trace handed over on the
     last, then stop."""
@@ -321,6 +332,7 @@ def test_npu_profile_steps_the_profiler_after_every_step(npu_profile):
     assert order == ["start"] + ["step"] * steps + ["on_trace_ready", "stop"]
 
 
+@pytest.mark.xdist_group("npu_profile")
 def test_npu_profile_writes_into_the_output_folder(npu_profile):
     """The handler gets the output folder as a str (torch_npu resets anything else to the working
     directory), and the trace read is that profile's ASCEND_PROFILER_OUTPUT/trace_view.json."""
@@ -332,6 +344,7 @@ def test_npu_profile_writes_into_the_output_folder(npu_profile):
     assert Path(run["trace"]) == Path(ready["folder"]) / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
 
 
+@pytest.mark.xdist_group("npu_profile")
 def test_npu_profile_summary_reads_the_kernels_of_each_mode(npu_profile):
     """The summary counts each mode's steps from trace_view.json and its kernels from
     kernel_details.csv."""
