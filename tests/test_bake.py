@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CODE_VARIANTS, COMBINATIONS, TEMPLATE, combination_id, package_of, variant_id
+from conftest import CODE_VARIANTS, COMBINATIONS, RUFF, TEMPLATE, combination_id, package_of, variant_id
 
 COMMON_FILES = {
     ".gitattributes",
@@ -206,7 +205,7 @@ def lint(project: Path) -> list[str]:
     failures = []
     for command in (["check"], ["format", "--check"]):
         result = subprocess.run(
-            [sys.executable, "-m", "ruff", *command, "--no-cache", "."],
+            [RUFF, *command, "--no-cache", "."],
             cwd=project,
             capture_output=True,
             text=True,

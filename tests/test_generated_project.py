@@ -14,6 +14,7 @@ from conftest import (
     CHOICES,
     CODE_VARIANTS,
     REPRESENTATIVE_VARIANTS,
+    RUFF,
     SUITE_VARIANTS,
     once,
     package_of,
@@ -152,7 +153,7 @@ def test_exported_mre_lints_clean(variant_run, answers):
     files = [str(variant_run(answers).exports / f"{target}.py") for target in ("npu", "portable")]
     for command in (["check", "--extend-select", "I,W"], ["format", "--check", "--line-length", "100"]):
         result = subprocess.run(
-            [sys.executable, "-m", "ruff", *command, "--isolated", "--no-cache", *files],
+            [RUFF, *command, "--isolated", "--no-cache", *files],
             capture_output=True,
             text=True,
             check=False,
