@@ -1,7 +1,7 @@
 """Time what users wait for: a bake, a baked project's MRE, profile and tests, `import torch`.
 
-The suites are those of the representative variants (tests/conftest.py), which hold every piece
-of generated code; a tensor-parallel MRE runs as its users launch it, two ranks under torchrun.
+The suites are those of the representative variants (tests/conftest.py), the default tier's; a
+tensor-parallel MRE runs as its users launch it, two ranks under torchrun.
 
 Run with `nox -s speed` (or `python benchmarks/speed.py [repeats]`). Prints medians; asserts nothing,
 since timings belong in notes and reviews, not in tests.
