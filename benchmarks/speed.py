@@ -29,6 +29,14 @@ def median_seconds(action, repeats: int) -> float:
     return statistics.median(timings)
 
 
+def succeeds(project: Path, *command: str) -> None:
+    """run_in(project, *command), stopping the benchmark if it fails: a failed run's time means
+    nothing."""
+    result = run_in(project, *command)
+    if result.returncode:
+        sys.exit(f"{' '.join(command)} exited {result.returncode} in {project}:\n{result.stderr[-3000:]}")
+
+
 def main(repeats: int) -> None:
     import_torch = median_seconds(
         lambda: subprocess.run([sys.executable, "-c", "import torch"], check=True), repeats
@@ -58,17 +66,17 @@ def main(repeats: int) -> None:
                     *mre_module,
                 ]
             mre = median_seconds(
-                lambda project=project, command=mre_module: run_in(project, *command), repeats
+                lambda project=project, command=mre_module: succeeds(project, *command), repeats
             )
             # profile as its users run it (two ranks under torchrun in a tensor-parallel project),
             # with its default steps, into a scratch folder.
             profile_command = [*mre_module[:-1], package_of(project), "profile"]
             profile_command += ["--out", str(Path(workdir) / "prof")]
             profile = median_seconds(
-                lambda project=project, command=profile_command: run_in(project, *command), repeats
+                lambda project=project, command=profile_command: succeeds(project, *command), repeats
             )
             suite = median_seconds(
-                lambda project=project: run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
+                lambda project=project: succeeds(project, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
                 repeats,
             )
             # Tensor-parallel and decode suites carry a second run (two ranks; generation).
