@@ -150,7 +150,9 @@ def test_offline_hooks_pass_on_every_baked_file(baked, tmp_path, hook):
         )
     assert all(files.values())  # the hook has something to check in every variant
     settings = []
-    if hook == "codespell":  # it reads its settings from the project's pyproject.toml
+    # codespell reads its settings from a pyproject.toml: every variant has the same ones, so one
+    # run takes them from the first.
+    if hook == "codespell":
         tables = {json.dumps(codespell_settings(project)) for project in files}
         assert len(tables) == 1, f"the variants set codespell apart: {tables}"
         settings = ["--toml", str(next(iter(files)) / "pyproject.toml")]
