@@ -64,3 +64,60 @@ def test_cruft_update_brings_template_changes_and_keeps_project_edits(tmp_path):
     package = answers["package_name"]
     assert "import time  # wall clock" in (project / "src" / package / "toolkit" / "report.py").read_text()
     assert cruft.check(project)
+
+
+# The last template release before the toolkit became one plain library (settings.py, a toolkit
+# copied without rendering): projects baked from it must update to the new layout.
+BEFORE_THE_PLAIN_TOOLKIT = "3dce249"
+
+
+def template_at(commit: str, folder: Path) -> Path:
+    """A git repository holding this template's tracked files as they were at `commit`."""
+    folder.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", commit], cwd=TEMPLATE, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x"], cwd=folder, input=archive, check=True)
+    git(folder, "init", "-q")
+    git(folder, "add", "-A")
+    git(folder, "commit", "-q", "-m", f"template at {commit}")
+    return folder
+
+
+def test_a_project_from_before_the_plain_toolkit_updates_to_it_keeping_its_model(tmp_path):
+    """A decode project baked before the toolkit became a plain library, with the user's own
+    edit to model.py, takes cruft update: the toolkit and settings arrive as the template has
+    them, the edit stays, and nothing conflicts where the user did not edit."""
+    template = template_at(BEFORE_THE_PLAIN_TOOLKIT, tmp_path / "template")
+    project = cruft.create(
+        str(template), output_dir=tmp_path / "projects", no_input=True, default_config=True,
+        extra_context={"workload": "decode", "mode": "cache_compile"},
+    )  # fmt: skip
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "baked")
+    package = json.loads((project / ".cruft.json").read_text())["context"]["cookiecutter"]["package_name"]
+    model = project / "src" / package / "model.py"
+    model.write_text(model.read_text().replace("LAYERS = 2\n", "LAYERS = 4  # our model is deeper\n"))
+    git(project, "commit", "-q", "-am", "our model")
+
+    for name in git(template, "ls-files").splitlines():
+        (template / name).unlink()
+    for name in git(TEMPLATE, "ls-files", "--cached", "--others", "--exclude-standard").splitlines():
+        if (TEMPLATE / name).is_file():
+            (template / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(TEMPLATE / name, template / name)
+    git(template, "add", "-A")
+    git(template, "commit", "-q", "-m", "the plain toolkit")
+
+    assert cruft.update(project, skip_apply_ask=True)
+    assert "LAYERS = 4  # our model is deeper\n" in model.read_text()
+    new_toolkit = TEMPLATE / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "toolkit"
+    toolkit = project / "src" / package / "toolkit"
+    assert {path.name: path.read_bytes() for path in toolkit.glob("*.py")} == {
+        path.name: path.read_bytes() for path in new_toolkit.glob("*.py") if (toolkit / path.name).exists()
+    }
+    assert (project / "src" / package / "settings.py").read_text().count('MODE = "cache_compile"') == 1
+    leftovers = [path.name for path in project.rglob("*.rej")]
+    leftovers += [path.name for path in project.rglob("*.py") if "<<<<<<<" in path.read_text()]
+    assert leftovers == []
