@@ -86,8 +86,7 @@ def constant_note(path: str, value: Any) -> tuple[str, str]:
     what = f"{path}: {describe(value)} is baked into the graph as a constant where forward reads it"
     cached = ""
     if project.CACHE_COMPILE:
-        # A recompile deletes the cache; a loaded cache checks no guards (README, "The compile
-        # cache").
+        # README, "The compile cache": a recompile deletes it, and a loaded cache checks no guards.
         cached = (
             "; under cache_compile that deletes the cache, and a loaded cache checks no guards: it "
             "keeps the value it was written with"
