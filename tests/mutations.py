@@ -243,8 +243,8 @@ MUTATIONS = (
     Mutation(
         "CachedModel compiles with dynamic=True",
         f"{TOOLKIT}/compile_cache.py",
-        "cache_compile(self._forward, dynamic=False, cache_dir=cache_dir)",
-        "cache_compile(self._forward, dynamic=True, cache_dir=cache_dir)",
+        "self._forward, dynamic=False, cache_dir=cache_dir, **ranks",
+        "self._forward, dynamic=True, cache_dir=cache_dir, **ranks",
         "tests/test_compile_cache.py -k static",
         CACHE_OP_PLUGIN_IN_PLACE,
     ),

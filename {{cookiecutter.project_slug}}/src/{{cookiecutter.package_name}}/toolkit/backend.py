@@ -116,33 +116,24 @@ def import_failure(error: BaseException) -> str:
 # npugraph_ex options. Only names that every torch_npu release with npugraph_ex accepts: an unknown
 # name fails the first call with "Invalid option".
 NPUGRAPH_EX_OPTIONS: dict[str, object] = {
-{%- if cookiecutter.workload == "decode" %}
-    # The weights and the KV cache never move: treat their addresses as fixed instead of hashing
-    # every parameter's address into the graph key on each call. It covers buffers and tensors
-    # marked with torch._dynamo.mark_static_address, such as transformers' StaticCache (torch_npu
-    # dynamo/npugraph_ex/_acl_concrete_graph/acl_graph.py get_unupdated_input_fn; TorchAir docs
-    # npugraph_ex/frozen_parameter.md).
-{%- else %}
-    # Inference weights never move: treat their addresses as fixed instead of re-checking them.
-{%- endif %}
+    # The inference weights, and a decode project's KV cache, never move: treat their addresses as
+    # fixed instead of hashing every parameter's address into the graph key on each call. It
+    # covers buffers and tensors marked with torch._dynamo.mark_static_address, such as
+    # transformers' StaticCache (torch_npu dynamo/npugraph_ex/_acl_concrete_graph/acl_graph.py
+    # get_unupdated_input_fn; TorchAir docs npugraph_ex/frozen_parameter.md).
     "frozen_parameter": True,
     # Hand back a copy of each output, which the next replay would otherwise overwrite.
     "clone_output": True,
-{%- if cookiecutter.workload == "decode" %}
-    # Copy each call's inputs into the graph's static input buffers (the default). The tokens and
-    # input_pos are such user inputs; the cache is not: Dynamo marks a module's buffers static,
-    # and npugraph_ex never copies a static input, so the graph writes the cache at its own
-    # address (_acl_concrete_graph/fx2acl_converter.py parse_input).
-{%- else %}
-    # Copy each call's inputs into the graph's static input buffers (the default).
-{%- endif %}
+    # Copy each call's inputs into the graph's static input buffers (the default). In a decode
+    # project the tokens and input_pos are such user inputs; the cache is not: Dynamo marks a
+    # module's buffers static, and npugraph_ex never copies a static input, so the graph writes
+    # the cache at its own address (_acl_concrete_graph/fx2acl_converter.py parse_input).
     "clone_input": True,
-{%- if cookiecutter.workload == "decode" %}
     # inplace_pass and input_inplace_pass stay at their default, True: the second turns Dynamo's
-    # out-of-place update plus copy_ of an input such as the KV cache back into one in-place write
-    # (graph_pass.py _reinplace_input_mutated_ops; TorchAir docs npugraph_ex/inplace_pass.md).
-    # vllm-ascend sets inplace_pass=False, as a fallback when a reinplaced op misbehaves.
-{%- endif %}
+    # out-of-place update plus copy_ of an input such as a decode project's KV cache back into one
+    # in-place write (graph_pass.py _reinplace_input_mutated_ops; TorchAir docs
+    # npugraph_ex/inplace_pass.md). vllm-ascend sets inplace_pass=False, as a fallback when a
+    # reinplaced op misbehaves.
     # aclgraphs per FX graph before that graph falls back to eager. With dynamic=False each FX graph
     # holds exactly one, so this never triggers: a new input shape is a Dynamo recompile instead,
     # bounded by torch._dynamo.config.recompile_limit (8).

@@ -1,48 +1,48 @@
-{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
-{%- set decode = cookiecutter.workload == "decode" -%}
 """cache_compile for any model: npugraph_ex's compile cache on an NPU, the stand-in elsewhere.
 
 CachedModel applies the seed's cache_compile pattern around your model, so that your model's
 class never has to change: its __init__ wraps its own _forward with cache_compile, forward runs
-the cached graph, and _forward calls your model.
+the cached graph, and _forward calls your model. In a decode project cached_steps() does the
+same for the decode step, once per capture size. With tensor parallelism each rank passes its
+ranks (global_rank, tp_rank, pp_rank) and so writes and loads a cache of its own.
 """
 
 from __future__ import annotations
 
 import logging
-{%- if decode %}
 import types
-{%- endif %}
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch._dynamo
 
+from . import project
 from .backend import select_backend
 
-CACHE_DIR = {{ cookiecutter.cache_dir | tojson }}
+# Read once, at import: a default of the signatures below, and the name mre.py and generate.py
+# import. This module exists only in cache_compile projects, whose settings always set it.
+CACHE_DIR = project.CACHE_DIR
 """Where cache_compile keeps compiled graphs, relative to the working directory of the run."""
 
 log = logging.getLogger(__name__)
 
 
 def cache_compile(
-    method: Callable[..., Any], *, dynamic: bool, cache_dir: str{{ ", **ranks: int" if tp else "" }}
+    method: Callable[..., Any], *, dynamic: bool, cache_dir: str, **ranks: int
 ) -> Callable[..., Any]:
     """torch.npu.npugraph_ex.inference.cache_compile on a usable NPU, the stand-in elsewhere.
 
     On an NPU the first run compiles and writes the cache under `cache_dir`, later starts load it
-    and skip Dynamo; the options are backend.NPUGRAPH_EX_OPTIONS
-{%- if tp %}, and `ranks` (global_rank, tp_rank,
-    pp_rank) give each rank of a parallel job its own cache
-{%- endif %}. Elsewhere `method` is compiled
-    with the stand-in backend (fullgraph=True), which checks the same graph but writes no cache.
+    and skip Dynamo; the options are backend.NPUGRAPH_EX_OPTIONS, and `ranks` (global_rank,
+    tp_rank, pp_rank; none without tensor parallelism) give each rank of a parallel job its own
+    cache. Elsewhere `method` is compiled with the stand-in backend (fullgraph=True), which checks
+    the same graph but writes no cache.
     """
     backend = select_backend()
     if backend.is_npugraph_ex:
         return torch.npu.npugraph_ex.inference.cache_compile(
-            method, dynamic=dynamic, cache_dir=cache_dir, options=backend.options{{ ", **ranks" if tp else "" }}
+            method, dynamic=dynamic, cache_dir=cache_dir, options=backend.options, **ranks
         )
     log.warning(
         "cache_compile: %s compiles %s here, and no persistent cache is written",
@@ -58,7 +58,7 @@ class CachedModel(torch.nn.Module):
     instances = 0
     """CachedModels built in this process so far."""
 
-    def __init__(self, model: torch.nn.Module, cache_dir: str = CACHE_DIR{{ ", **ranks: int" if tp else "" }}) -> None:
+    def __init__(self, model: torch.nn.Module, cache_dir: str = CACHE_DIR, **ranks: int) -> None:
         super().__init__()
         if CachedModel.instances:
             # cache_compile's saver takes a second compile of _forward in one process for a
@@ -66,13 +66,9 @@ class CachedModel(torch.nn.Module):
             torch._dynamo.reset()
         CachedModel.instances += 1
         self.model = model
-{%- if tp %}
         self.cached_forward = cache_compile(
             self._forward, dynamic=False, cache_dir=cache_dir, **ranks
         )
-{%- else %}
-        self.cached_forward = cache_compile(self._forward, dynamic=False, cache_dir=cache_dir)
-{%- endif %}
 
     def forward(self, *dummy_input: Any) -> Any:
         """
@@ -94,8 +90,6 @@ class CachedModel(torch.nn.Module):
     # Dynamo traces this method: a mutation tester's dispatch around it would break the graph.
     def _forward(self, *dummy_input: Any) -> Any:  # pragma: no mutate block
         return self.model(*dummy_input)
-
-{%- if decode %}
 
 
 class DecodeSteps(torch.nn.Module):
@@ -122,12 +116,11 @@ class DecodeSteps(torch.nn.Module):
 
 
 def cached_steps(
-    model: torch.nn.Module, sizes: tuple[int, ...], cache_dir: str = CACHE_DIR{{ ", **ranks: int" if tp else "" }}
+    model: torch.nn.Module, sizes: tuple[int, ...], cache_dir: str = CACHE_DIR, **ranks: int
 ) -> dict[int, Callable[..., Any]]:
     """The decode step of `model` behind cache_compile for each capture size, by size."""
     steps = DecodeSteps(model)
     return {
-        size: cache_compile(steps.method(size), dynamic=False, cache_dir=cache_dir{{ ", **ranks" if tp else "" }})
+        size: cache_compile(steps.method(size), dynamic=False, cache_dir=cache_dir, **ranks)
         for size in sizes
     }
-{%- endif %}

@@ -1,4 +1,3 @@
-{%- set cache = cookiecutter.mode == "cache_compile" -%}
 """The model contract every tool follows, and the pytree helpers that let outputs be any shape.
 
 model.py defines `build_model() -> torch.nn.Module` and `example_inputs() -> tuple`: the positional
@@ -15,6 +14,8 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+
+from . import project
 
 
 class ContractError(TypeError):
@@ -83,15 +84,13 @@ def constant_inputs(inputs: Any) -> list[tuple[str, Any]]:
 def constant_note(path: str, value: Any) -> tuple[str, str]:
     """What graph mode does with the constant input `value` at `path`, and the fix."""
     what = f"{path}: {describe(value)} is baked into the graph as a constant where forward reads it"
-{%- if cache %}
-    # A recompile deletes the cache; a loaded cache checks no guards (README, "The compile cache").
-    cached = (
-        "; under cache_compile that deletes the cache, and a loaded cache checks no guards: it "
-        "keeps the value it was written with"
-    )
-{%- else %}
     cached = ""
-{%- endif %}
+    if project.CACHE_COMPILE:
+        # README, "The compile cache": a recompile deletes it, and a loaded cache checks no guards.
+        cached = (
+            "; under cache_compile that deletes the cache, and a loaded cache checks no guards: it "
+            "keeps the value it was written with"
+        )
     if isinstance(value, bool):
         # Two values: never more graphs than the limit, and a 0-d tensor is no fix where forward
         # branches on it (an `if` on a tensor value is a graph break).
@@ -117,7 +116,7 @@ Tolerance = dict[str, float]
 """{"rtol": ..., "atol": ...}: as torch.testing.assert_close takes them."""
 
 # How far graph mode may be from eager, by dtype. A graph computes the same sums in another order
-# (a fused or retiled kernel){{ ", and so does tensor parallelism (an all-reduce of partial sums)" if cookiecutter.parallel == "tensor_parallel" else "" }}: each
+# (a fused or retiled kernel), and so does tensor parallelism (an all-reduce of partial sums): each
 # order rounds differently, so a correct result is off by rounding, the more so the fewer its bits.
 # A leaf passes where |graph - eager| <= atol + rtol * |eager|. model.py's TOLERANCES overrides any.
 DEFAULT_TOLERANCES: dict[torch.dtype, Tolerance] = {

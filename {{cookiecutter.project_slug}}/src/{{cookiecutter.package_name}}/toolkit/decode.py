@@ -1,4 +1,3 @@
-{%- set cache = cookiecutter.mode == "cache_compile" -%}
 """The decode contract, and the machinery around a decode step captured once per batch size.
 
 model.py of a decode project defines, besides build_model() and example_inputs() (the prompt):
@@ -164,7 +163,9 @@ class Warmup:
 class DecodeGraphs:
     """The decode step in graph mode at every capture size: a batch runs padded up to its size.
 
-    `compiled` maps each capture size to its compiled step ({{ "one cache_compile method per size: a recompile deletes the cache" if cache else "one torch.compile: Dynamo compiles one graph per size" }}).
+    `compiled` maps each capture size to its compiled step: in npugraph_ex mode one torch.compile,
+    for which Dynamo compiles one graph per size; under cache_compile one cache_compile method per
+    size, since a recompile deletes the cache.
     """
 
     model: nn.Module

@@ -1,4 +1,4 @@
-"""Development stand-in for npu::{{ cookiecutter.op_name }} where torch_npu does not have it.
+"""Development stand-in for the npu:: operator of op_plugin_functions.yaml where torch_npu lacks it.
 
 op_plugin_functions.yaml is the single source of truth: the op is defined from its `func`, with
 the plain-torch kernel of op_reference.py, so the Meta function, the model and the compile path

@@ -1,6 +1,6 @@
 """Check op-plugin schema files (op_plugin_functions.yaml) before a torch_npu build or graph mode does.
 
-    python -m {{ cookiecutter.package_name }} opschema [--strict] [FILE ...]
+    python -m <package> opschema [--strict] [FILE ...]
 
 Errors (exit 1) break torch_npu's code generation: YAML that does not parse, unknown sections,
 entry keys or gen_opapi keys, a `func` that ATen's schema parser (torchgen, as the build uses)
