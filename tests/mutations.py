@@ -540,8 +540,8 @@ MUTATIONS = (
     Mutation(
         "check compiles before it rehearses the plan",
         f"{TOOLKIT}/check.py",
-        "        problem = plan_problem(arguments.nproc_per_node)",
-        "        problem = None",
+        "            problem = plan_problem(arguments.nproc_per_node)",
+        "            problem = None",
         "tests/test_check.py -k cannot_run",
         TENSOR_PARALLEL,
     ),

@@ -20,7 +20,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel
 {%- endif %}
 
 from {{ cookiecutter.package_name }} import model
-from {{ cookiecutter.package_name }}.toolkit import check
+from {{ cookiecutter.package_name }}.toolkit import check{{ ", decode" if decode else "" }}
 from {{ cookiecutter.package_name }}.toolkit.backend import NPUGRAPH_EX_OPTIONS, npu_status
 from {{ cookiecutter.package_name }}.toolkit.contract import Mismatch, tolerances
 
@@ -67,8 +67,9 @@ def own_model(monkeypatch):
         device = next(x.device for x in inputs if isinstance(x, torch.Tensor))
         return check.to_device(model.example_inputs(), device)
 
-    monkeypatch.setattr(check, "first_step", lambda model, *inputs: inputs)
-    monkeypatch.setattr(check, "next_step", new_data)
+    # check imports them from decode when it runs.
+    monkeypatch.setattr(decode, "first_step", lambda model, *inputs: inputs)
+    monkeypatch.setattr(decode, "next_step", new_data)
 {%- endif %}
 
 

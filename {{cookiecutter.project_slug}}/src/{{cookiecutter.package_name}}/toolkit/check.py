@@ -1,26 +1,20 @@
-{%- set cache = cookiecutter.mode == "cache_compile" -%}
-{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
-{%- set decode = cookiecutter.workload == "decode" -%}
 """Is my model ready for graph mode? Every graph break, then each rung of the fault-isolation ladder.
 
-    python -m {{ cookiecutter.package_name }} check [--json]
+    python -m <package> check [--json]
 
-It builds build_model() and example_inputs() as the MRE does and runs them eagerly
-{%- if decode %}: the prompt
-as prefill, then the first decode step, which is what graph mode runs{% endif %}.
-{%- if tp %} The model is
-sharded by parallel_plan() as the MRE shards it, so Dynamo traces the DTensor layers and their
-collectives: over one rank under plain python, over N under `torchrun --nproc-per-node N -m
-{{ cookiecutter.package_name }} check` (rank 0 prints).
-{%- endif %} Then it lists
-every graph break (torch._dynamo.explain) with file:line, the reason and a one-line hint, and
-walks each rung of the npugraph_ex fault-isolation ladder that can run here, comparing each
-output with eager's within the tolerance of its dtype (contract.tolerances()): the `eager` backend
-(Dynamo only), `aot_eager` (the stand-in), and on an NPU npugraph_ex with force_eager, with
-force_recapture, then plain. A second call on new inputs of the same shapes must not recompile.
-Each rung starts from the state the eager run started from (its buffers: a KV cache, a step
-counter), and must leave the state eager left as well as return its output.
-Each non-tensor input is a warning: graph mode bakes its value in, so new values recompile.
+It builds build_model() and example_inputs() as the MRE does and runs them eagerly; in a decode
+project the prompt as prefill, then the first decode step, which is what graph mode runs. With
+tensor parallelism the model is sharded by parallel_plan() as the MRE shards it, so Dynamo traces
+the DTensor layers and their collectives: over one rank under plain python, over N under `torchrun
+--nproc-per-node N -m <package> check` (rank 0 prints); parallel_plan() is rehearsed first, in this
+process, for --nproc-per-node ranks. Then it lists every graph break (torch._dynamo.explain) with
+file:line, the reason and a one-line hint, and walks each rung of the npugraph_ex fault-isolation
+ladder that can run here, comparing each output with eager's within the tolerance of its dtype
+(contract.tolerances()): the `eager` backend (Dynamo only), `aot_eager` (the stand-in), and on an
+NPU npugraph_ex with force_eager, with force_recapture, then plain. A second call on new inputs of
+the same shapes must not recompile. Each rung starts from the state the eager run started from (its
+buffers: a KV cache, a step counter), and must leave the state eager left as well as return its
+output. Each non-tensor input is a warning: graph mode bakes its value in, so new values recompile.
 
 Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all.
 """
@@ -30,20 +24,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-{%- if tp %}
 import os
-{%- endif %}
 import re
 import sys
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+from . import project
 from .backend import ACLOP_CAPTURE_ERROR, ACLOP_CAPTURE_HINT, NPUGRAPH_EX_OPTIONS, npu_status
 from .contract import (
     Mismatch,
@@ -54,13 +47,10 @@ from .contract import (
     non_tensor_leaves,
     to_device,
 )
-{%- if decode %}
-from .decode import first_step, next_step
-{%- endif %}
-{%- if tp %}
-from .parallel import PlanError, Ranks, rehearse, tensor_parallel
-{%- endif %}
 from .state import State, restore, save, state_mismatches
+
+if TYPE_CHECKING:
+    from .parallel import Ranks
 
 # (pattern in the error or break reason, the hint a first-day user needs).
 HINTS: tuple[tuple[str, str], ...] = (
@@ -260,15 +250,15 @@ def run_rung(
     if differ := mismatches(output, expected.output) + state_mismatches(end, expected.end):
         findings.append(differs(name, differ))
     if recompiled:
+        hint = "keep forward() free of values read from tensors"
+        if project.CACHE_COMPILE:
+            hint += "; a cache_compile recompile also deletes its cache"
         findings.append(
             Finding(
                 f"{name} recompiled",
                 "a second call on new inputs of the same shapes compiled again: Dynamo guards "
                 "on a value that changes (a Python number from a tensor, a changing attribute)",
-                hint="keep forward() free of values read from tensors"
-{%- if cache %}
-                "; a cache_compile recompile also deletes its cache"
-{%- endif %},
+                hint=hint,
             )
         )
     status = "fail" if findings else "ok"
@@ -297,40 +287,33 @@ def constants_baked_in(inputs: tuple[Any, ...]) -> list[Finding]:
     return findings
 
 
-{% if tp -%}
-def check(ranks: Ranks) -> Result:
-    """Run every check on the model of model.py, sharded over `ranks`; the result holds the verdict."""
+def check(ranks: Ranks | None = None) -> Result:
+    """Run every check on the model of model.py, sharded over `ranks` if given (with tensor
+    parallelism); the result holds the verdict."""
     npu_ok, why = npu_status()
-    device = ranks.device
-    result = Result()
-    try:
-        from ..model import build_model, example_inputs, parallel_plan
-
-        torch.manual_seed(0)
-        model = ranks.shard(build_model().to(device).eval(), parallel_plan(ranks.size))
-{%- else -%}
-def check() -> Result:
-    """Run every check on the model of model.py; the result holds the verdict."""
-    npu_ok, why = npu_status()
-    device = "npu" if npu_ok else "cpu"
+    device = ranks.device if ranks is not None else ("npu" if npu_ok else "cpu")
     result = Result()
     try:
         from ..model import build_model, example_inputs
 
         torch.manual_seed(0)
         model = build_model().to(device).eval()
-{%- endif %}
-{%- if decode %}
-        with torch.no_grad():
-            # Prefill, eagerly: the cache holds the prompt, and the graph is the decode step.
-            inputs = first_step(model, *to_device(example_inputs(), device))
-        again = next_step(*inputs)
-{%- else %}
-        inputs = to_device(example_inputs(), device)
-        # New data of the same shapes, as the next inference step would bring.
-        torch.manual_seed(1)
-        again = to_device(example_inputs(), device)
-{%- endif %}
+        if ranks is not None:
+            from ..model import parallel_plan
+
+            model = ranks.shard(model, parallel_plan(ranks.size))
+        if project.DECODE:
+            from .decode import first_step, next_step
+
+            with torch.no_grad():
+                # Prefill, eagerly: the cache holds the prompt, and the graph is the decode step.
+                inputs = first_step(model, *to_device(example_inputs(), device))
+            again = next_step(*inputs)
+        else:
+            inputs = to_device(example_inputs(), device)
+            # New data of the same shapes, as the next inference step would bring.
+            torch.manual_seed(1)
+            again = to_device(example_inputs(), device)
         result.model = type(model).__name__
         start = save(model)
         with torch.no_grad():
@@ -375,12 +358,12 @@ def check() -> Result:
     return result
 
 
-{% if tp -%}
 def plan_problem(size: int) -> Finding | None:
-    """parallel_plan(size) rehearsed in this process before anything compiles: the sharded model
-    runs for `size` ranks on a fake process group. None if it runs (or the model cannot be
-    built at all, which check() reports)."""
+    """With tensor parallelism, parallel_plan(size) rehearsed in this process before anything
+    compiles: the sharded model runs for `size` ranks on a fake process group. None if it runs
+    (or the model cannot be built at all, which check() reports)."""
     from ..model import build_model, example_inputs, parallel_plan
+    from .parallel import PlanError, rehearse
 
     try:
         torch.manual_seed(0)
@@ -405,7 +388,6 @@ def plan_problem(size: int) -> Finding | None:
     return None
 
 
-{% endif -%}
 def render(result: Result) -> str:
     lines = [f"model       {result.model or '(did not build)'}"]
     for finding in result.findings:
@@ -423,39 +405,39 @@ def render(result: Result) -> str:
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
-{%- if tp %}
-    parser.add_argument(
-        "--nproc-per-node",
-        type=int,
-        default=int(os.environ.get("WORLD_SIZE", "2")),
-        help="the ranks to rehearse the plan for (default: torchrun's world size, else 2)",
-    )
-{%- endif %}
+    if project.TENSOR_PARALLEL:
+        parser.add_argument(
+            "--nproc-per-node",
+            type=int,
+            default=int(os.environ.get("WORLD_SIZE", "2")),
+            help="the ranks to rehearse the plan for (default: torchrun's world size, else 2)",
+        )
     arguments = parser.parse_args(argv)
     # What your model prints goes to stderr: stdout holds the report (or the JSON) alone.
-{%- if tp %}
-    with contextlib.redirect_stdout(sys.stderr):
-        problem = plan_problem(arguments.nproc_per_node)
-    if problem:
-        # Sharded over real ranks, such a plan fails deep in DTensor, in hundreds of lines.
-        result = Result(
-            verdict=2,
-            summary="fix the plan first: nothing else was checked",
-            model="(not run: the plan comes first)",
-            findings=[problem],
-        )
-        if os.environ.get("RANK", "0") == "0":
-            print(json.dumps(asdict(result), indent=2) if arguments.json else render(result))
-        return result.verdict
-    device_type = "npu" if npu_status()[0] else "cpu"
-    with contextlib.redirect_stdout(sys.stderr), tensor_parallel(device_type) as ranks:
-        result = check(ranks)
-    if not ranks.is_first:
-        return result.verdict
-{%- else %}
-    with contextlib.redirect_stdout(sys.stderr):
-        result = check()
-{%- endif %}
+    if project.TENSOR_PARALLEL:
+        from .parallel import tensor_parallel
+
+        with contextlib.redirect_stdout(sys.stderr):
+            problem = plan_problem(arguments.nproc_per_node)
+        if problem:
+            # Sharded over real ranks, such a plan fails deep in DTensor, in hundreds of lines.
+            result = Result(
+                verdict=2,
+                summary="fix the plan first: nothing else was checked",
+                model="(not run: the plan comes first)",
+                findings=[problem],
+            )
+            if os.environ.get("RANK", "0") == "0":
+                print(json.dumps(asdict(result), indent=2) if arguments.json else render(result))
+            return result.verdict
+        device_type = "npu" if npu_status()[0] else "cpu"
+        with contextlib.redirect_stdout(sys.stderr), tensor_parallel(device_type) as ranks:
+            result = check(ranks)
+        if not ranks.is_first:
+            return result.verdict
+    else:
+        with contextlib.redirect_stdout(sys.stderr):
+            result = check()
     print(json.dumps(asdict(result), indent=2) if arguments.json else render(result))
     return result.verdict
 

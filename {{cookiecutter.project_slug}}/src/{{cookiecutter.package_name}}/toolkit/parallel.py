@@ -1,13 +1,10 @@
-{%- set decode = cookiecutter.workload == "decode" -%}
 """Tensor parallelism with PyTorch's own engine: torch.distributed, a DeviceMesh, parallelize_module.
 
-Launch with torchrun, one process per rank: `torchrun --nproc-per-node 2 -m
-{{ cookiecutter.package_name }}.mre`. Plain `python -m {{ cookiecutter.package_name }}.mre` runs as one
-rank. Each rank builds the full model from the same seed and parallel_plan() (model.py) shards it,
-so every rank's output equals the single-device model's.
-{%- if decode %} A rank computes only its share of the attention
-heads, so its KV cache holds only those heads: KVCacheParallel, a plan entry like the others.
-{%- endif %}
+Launch with torchrun, one process per rank: `torchrun --nproc-per-node 2 -m <package>.mre`. Plain
+`python -m <package>.mre` runs as one rank. Each rank builds the full model from the same seed and
+parallel_plan() (model.py) shards it, so every rank's output equals the single-device model's. In a
+decode project a rank computes only its share of the attention heads, so its KV cache holds only
+those heads: KVCacheParallel, a plan entry like the others.
 """
 
 from __future__ import annotations
@@ -34,15 +31,10 @@ from torch.distributed.tensor.parallel import (
     RowwiseParallel,
     parallelize_module,
 )
-{%- if decode %}
 
-from .decode import first_step
+from . import project
 from .rank_failure import report_when_uncaught
 from .state import state_tensors
-{%- else %}
-
-from .rank_failure import report_when_uncaught
-{%- endif %}
 
 Plan = dict[str, ParallelStyle]
 
@@ -56,7 +48,6 @@ SOLO_TIMEOUT = timedelta(seconds=30)
 
 class PlanError(ValueError):
     """parallel_plan() cannot shard this model across this many ranks: the message says why."""
-{%- if decode %}
 
 
 class KVCacheParallel(ParallelStyle):
@@ -90,7 +81,6 @@ class KVCacheParallel(ParallelStyle):
                 # (the module's buffer, a cache object's list, mark_static_address) still does.
                 tensor.data = self.local(tensor.data, rank, size)
         return module
-{%- endif %}
 
 
 @dataclass(frozen=True)
@@ -123,13 +113,11 @@ class Ranks:
         values: list[Any] = [None] * self.size
         dist.all_gather_object(values, value)
         return values
-{%- if cookiecutter.mode == "cache_compile" %}
 
     def cache_keywords(self) -> dict[str, int]:
         """cache_compile's rank keywords: each rank writes and loads its own cache."""
         # tp_rank is the global rank: the tensor-parallel group spans every rank.
         return {"global_rank": self.rank, "tp_rank": self.rank}
-{%- endif %}
 
 
 def wait_collectives(output: Any) -> Any:
@@ -155,11 +143,9 @@ def plan_targets(model: nn.Module, key: str) -> list[tuple[str, nn.Module]]:
 def sharded_sizes(module: nn.Module, style: ParallelStyle) -> list[tuple[str, int]]:
     """The sizes a style splits across ranks, each with its name; none where this check can't tell."""
     found = sharded_size(module, style)
-{%- if decode %}
     if isinstance(style, KVCacheParallel):
         heads = style.heads(module)
         return [(f"{path}.shape[{style.dim}]", size) for path, size in heads.items()]
-{%- endif %}
     return [found] if found else []
 
 
@@ -189,14 +175,12 @@ def check_plan(model: nn.Module, plan: Plan, size: int) -> None:
                 f"{children}); write the submodule's dotted name, * matches any one part"
             )
         for path, module in targets:
-{%- if decode %}
             if isinstance(style, KVCacheParallel) and not state_tensors(module):
                 raise PlanError(
                     f"parallel_plan() key {key!r} (KVCacheParallel) names {path}, which holds no "
                     "cache (no buffer, no tensor marked static): name the module that holds the "
                     "k and v caches, e.g. 'layers.*.kv_cache'"
                 )
-{%- endif %}
             for name, value in sharded_sizes(module, style):
                 if value % size == 0:
                     continue
@@ -240,13 +224,21 @@ def shapes(values: Any) -> str:
     return ", ".join(str(shape) for shape in found) or "no tensor"
 
 
+def first_step(model: nn.Module, *prompt: Any) -> tuple[Any, ...]:
+    """A decode project's prefill, decode.first_step(), imported when it runs: decode.py is in
+    decode projects only. A name of this module, so that a test can run a small model of its own
+    without a prefill (conftest.py's one_step)."""
+    from .decode import first_step
+
+    return first_step(model, *prompt)
+
+
 def exercise(model: nn.Module, inputs: tuple[Any, ...]) -> Any:
-    """What the tools run on a model: {{ "prefill on the prompt `inputs`, then one decode step" if decode else "one call on `inputs`" }}."""
-{%- if decode %}
-    return model(*first_step(model, *inputs))
-{%- else %}
+    """What the tools run on a model: one call on `inputs`; in a decode project, prefill on the
+    prompt `inputs`, then one decode step."""
+    if project.DECODE:
+        return model(*first_step(model, *inputs))
     return model(*inputs)
-{%- endif %}
 
 
 def rehearse(
@@ -255,7 +247,7 @@ def rehearse(
     """Shard build() by `plan` for `size` ranks and run it once on `inputs` (exercise()), all in
     this process, before any torchrun: raise PlanError naming the plan entry, its layer and the
     shapes where a plan that cannot work fails (a style that does not fit its layer, swapped
-    styles{{ ", a KV cache left whole" if decode else "" }}, ...).
+    styles, a decode model's KV cache left whole, ...).
 
     A model that fails unsharded too raises its own error: that is not the plan's fault.
     """
@@ -284,9 +276,8 @@ def rehearse(
             wait_collectives(exercise(parallelize_module(model, mesh, plan), inputs))
     except Exception as error:  # noqa: BLE001  (the model's or the plan's: told apart below)
         unsharded = build()
-{%- if decode %}
+        # The state before the call, to find the caches it writes (a decode model's KV cache).
         start = {path: tensor.clone() for path, tensor in state_tensors(unsharded).items()}
-{%- endif %}
         with torch.no_grad():
             exercise(unsharded, inputs)  # raises if the model itself cannot run
         where = entered[-1] if entered else "after the last plan entry ran"
@@ -295,22 +286,19 @@ def rehearse(
             "give each layer the style its place needs (ColwiseParallel for layers that "
             "widen, RowwiseParallel for the one that narrows after them), or drop the entry"
         )
-{%- if decode %}
-        if whole := unsharded_caches(unsharded, start, plan):
+        if project.DECODE and (whole := unsharded_caches(unsharded, start, plan)):
             shown = ", ".join(whole[:2]) + ", ..." * (len(whole) > 2)
             fix = (
                 f"the model writes {shown} (its KV cache) with every head, where a rank computes "
                 f"only its share: shard it too, with the plan entry {cache_key(unsharded, whole)}: "
                 "KVCacheParallel()"
             )
-{%- endif %}
         raise PlanError(
             f"the plan cannot run on {size} ranks: {where} (shapes on rank 0)\n  {reason}\n"
             f"  fix: {fix}"
         ) from None
 
 
-{% if decode -%}
 def unsharded_caches(model: nn.Module, start: dict[str, torch.Tensor], plan: Plan) -> list[str]:
     """The state tensors a call of `model` wrote (compared with `start`) that no KVCacheParallel
     entry of `plan` shards: a cache that keeps every head on every rank."""
@@ -341,7 +329,6 @@ def cache_key(model: nn.Module, paths: list[str]) -> str:
     return repr(key) if key else "naming the module that holds it"
 
 
-{% endif -%}
 def this_process() -> tuple[int, int, int]:
     """RANK, LOCAL_RANK and WORLD_SIZE as torchrun sets them; one rank without torchrun."""
     rank, local_rank, size = (

@@ -26,7 +26,8 @@ import torch
 import torch.distributed as dist
 from torch._dynamo.exc import TorchDynamoException
 
-STORE_KEY = "{{ cookiecutter.package_name }}/first_failure"
+from . import project
+
 # Asking torchrun's store which rank failed first: a loaded machine answers in well under this,
 # and a store that is gone (torchrun is stopping) makes this rank report as the first.
 STORE_TIMEOUT = timedelta(seconds=30)
@@ -97,7 +98,7 @@ def hint(cause: str, size: int) -> str:
     if "Sharding propagation" in cause or "DTensor" in cause:
         return (
             f"a sharded layer met inputs its plan entry does not fit: `python -m "
-            f"{{ cookiecutter.package_name }} check --nproc-per-node {size}` runs parallel_plan() "
+            f"{project.PACKAGE} check --nproc-per-node {size}` runs parallel_plan() "
             "in one process and names the entry and its shapes"
         )
     return ""
@@ -107,6 +108,8 @@ def first_to_fail(rank: int, cause: str) -> tuple[int, str]:
     """The rank that failed first and its cause, claimed atomically in torchrun's store; this
     rank and its cause when the store cannot be reached."""
     claim = f"{rank}\n{cause}"
+    # Under the project's name: the store is torchrun's, which keeps keys of its own there.
+    key = f"{project.PACKAGE}/first_failure"
     with contextlib.suppress(Exception):  # no store: this rank says it all rather than nothing
         store = dist.TCPStore(
             os.environ["MASTER_ADDR"],
@@ -114,7 +117,7 @@ def first_to_fail(rank: int, cause: str) -> tuple[int, str]:
             is_master=False,
             timeout=STORE_TIMEOUT,
         )
-        claim = store.compare_set(STORE_KEY, "", claim).decode()
+        claim = store.compare_set(key, "", claim).decode()
     first, _, first_cause = claim.partition("\n")
     return int(first), first_cause
 
