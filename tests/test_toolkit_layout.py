@@ -44,20 +44,79 @@ def test_a_kept_toolkit_file_is_the_template_file_byte_for_byte(baked):
     assert sorted(differ) == []
 
 
-@pytest.mark.parametrize("name", toolkit_files())
-def test_the_toolkit_never_imports_the_users_rooms(name):
-    """Imports point from the user's files into the toolkit, never back: a user's edit to mre.py or
-    generate.py cannot silently change what a tool does."""
-    tree = ast.parse((TOOLKIT / name).read_text())
+def assignments(tree: ast.AST, name: str) -> list[ast.AST]:
+    """What `name` is set to anywhere in the module: assigned, or iterated over by a loop."""
+    values = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+            targets, value = [node.target], node.value
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            targets, value = [node.target], node.iter
+        else:
+            continue
+        bound = {part.id for target in targets for part in ast.walk(target) if isinstance(part, ast.Name)}
+        if name in bound:
+            values.append(value)
+    return values
+
+
+def named_modules(tree: ast.AST, argument: ast.AST, seen: frozenset[str] = frozenset()) -> set[str]:
+    """Every dotted part of a module name that `argument` can spell: its strings and f-strings'
+    text split at the dots, and through each variable, the variable's name and what it is set to."""
+    parts = set()
+    for node in ast.walk(argument):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            parts |= {part.strip() for part in node.value.split(".")}
+        elif isinstance(node, ast.Name) and node.id not in seen:
+            parts.add(node.id)
+            for value in assignments(tree, node.id):
+                parts |= named_modules(tree, value, seen | {node.id})
+    return parts
+
+
+def imported_rooms(source: str) -> set[str]:
+    """The user's rooms a module's source imports: `from .. import mre`, `from ..mre import x`,
+    or importlib.import_module() of a string, an f-string or a variable naming one."""
+    tree = ast.parse(source)
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level >= 2:
             module = (node.module or "").split(".")[0]
             imported |= {module} if module else {alias.name for alias in node.names}
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module":
-            imported |= {
-                arg.value.lstrip(".").split(".")[0]
-                for arg in node.args
-                if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
-            }
-    assert imported & USER_ROOMS == set()
+        elif isinstance(node, ast.Call) and "import_module" in (
+            getattr(node.func, "attr", None),
+            getattr(node.func, "id", None),
+        ):
+            for argument in node.args:
+                imported |= named_modules(tree, argument)
+    return imported & USER_ROOMS
+
+
+@pytest.mark.parametrize(
+    ("source", "rooms"),
+    [
+        ("from ..mre import infer_one_step", {"mre"}),
+        ("from .. import generate, model", {"generate"}),
+        ('importlib.import_module("..mre", __package__)', {"mre"}),
+        ('import_module(f"{PACKAGE}.generate")', {"generate"}),
+        ('ENTRY = f"{PACKAGE}.mre"\nimportlib.import_module(ENTRY)', {"mre"}),
+        ("importlib.import_module(mre)", {"mre"}),
+        ('for name in ("mre", "bench"):\n    importlib.import_module(f".{name}", "pkg")', {"mre"}),
+        ('importlib.import_module("..model", __package__)', set()),
+        ('importlib.import_module(f".{name}", __package__)\nname = "backend"', set()),
+        ('print("python -m pkg.mre shows the traceback")', set()),
+    ],
+)
+def test_an_import_of_the_users_rooms_is_found_however_it_is_written(source, rooms):
+    """The check below sees through f-strings and variables: an import of mre.py or generate.py
+    cannot hide behind a name."""
+    assert imported_rooms(source) == rooms
+
+
+@pytest.mark.parametrize("name", toolkit_files())
+def test_the_toolkit_never_imports_the_users_rooms(name):
+    """Imports point from the user's files into the toolkit, never back: a user's edit to mre.py or
+    generate.py cannot silently change what a tool does."""
+    assert imported_rooms((TOOLKIT / name).read_text()) == set()

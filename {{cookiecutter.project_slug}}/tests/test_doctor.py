@@ -277,8 +277,9 @@ def test_a_prompt_the_cache_cannot_follow_means_nothing_can_run(capsys, monkeypa
 
 {% endif -%}
 def test_an_mre_that_cannot_import_is_a_failure(capsys, monkeypatch):
-    """An MRE that does not import stops everything: exit 2, not 'the MRE runs here'."""
-    monkeypatch.setitem(sys.modules, "{{ cookiecutter.package_name }}.mre", None)
+    """A toolkit module the MRE imports that does not import stops everything: exit 2, not 'the
+    MRE runs here'."""
+    monkeypatch.setitem(sys.modules, "{{ cookiecutter.package_name }}.toolkit.report", None)
     code, report = run(capsys)
     assert code == 2
     assert line_of(report, "mre-import").startswith("FAIL")

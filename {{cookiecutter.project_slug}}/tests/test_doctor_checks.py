@@ -1,4 +1,6 @@
+{%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
 """Each doctor check on its own, on a machine set up for it: the whole line a user reads, with
 its status, its fix, and whether it stops the MRE."""
 
@@ -488,22 +490,42 @@ def test_a_build_model_that_gives_no_module_stops_the_mre(own_model):
     assert doctor.check_model() == Check("model", "FAIL", detail, MODEL_FIX, blocking=True)
 
 
-# --- the MRE module
+# --- what the MRE imports: model.py's contract and the toolkit, never mre.py itself
 
 
-def test_the_mre_module_imports():
-    """The MRE module imports: OK, naming it."""
-    assert doctor.check_mre_imports() == Check("mre-import", "OK", f"{MRE} imports")
+def test_what_the_mre_imports_is_there():
+    """model.py's names and the toolkit modules the MRE imports all import: OK, naming each."""
+    detail = (
+        "model.py's build_model, example_inputs{{ ', parallel_plan' if tp }} and the toolkit's "
+        "backend, {{ 'compile_cache, ' if cache }}contract, {{ 'decode, ' if decode }}"
+        f"{{ 'parallel, ' if tp }}report import, as {MRE} needs"
+    )
+    assert doctor.check_mre_imports() == Check("mre-import", "OK", detail)
 
 
-def test_an_mre_that_cannot_import_stops_everything_with_how_to_see_why(monkeypatch):
-    """The MRE module failing to import: a blocking FAIL with the error and the command that
-    shows its traceback."""
-    monkeypatch.setitem(sys.modules, MRE, None)
+def test_a_toolkit_module_that_cannot_import_stops_everything_with_how_to_see_why(monkeypatch):
+    """A toolkit module the MRE imports failing to import: a blocking FAIL naming it, with the
+    error and the command that shows its traceback."""
+    report = "{{ cookiecutter.package_name }}.toolkit.report"
+    monkeypatch.setitem(sys.modules, report, None)
     expected = Check(
         "mre-import",
         "FAIL",
-        f"{MRE} does not import: ModuleNotFoundError: import of {MRE} halted; None in sys.modules",
+        f"{MRE} cannot import toolkit.report: ModuleNotFoundError: import of {report} halted; "
+        "None in sys.modules",
+        f"python -m {MRE} shows the traceback",
+        blocking=True,
+    )
+    assert doctor.check_mre_imports() == expected
+
+
+def test_a_model_py_without_a_name_the_mre_imports_stops_everything(monkeypatch):
+    """model.py without example_inputs: a blocking FAIL naming it, as the MRE's import fails."""
+    monkeypatch.delattr(model, "example_inputs")
+    expected = Check(
+        "mre-import",
+        "FAIL",
+        f"model.py has no example_inputs, which {MRE} imports from it",
         f"python -m {MRE} shows the traceback",
         blocking=True,
     )

@@ -8,6 +8,13 @@ from {{ cookiecutter.package_name }}.toolkit.contract import DEFAULT_TOLERANCES
 
 README = Path(__file__).parents[1] / "README.md"
 PACKAGE = Path({{ cookiecutter.package_name }}.__file__).parent
+{%- if cookiecutter.workload == "decode" %}
+OTHER_PROJECTS = set()
+{%- else %}
+OTHER_PROJECTS = {"Generation"}
+{%- endif %}
+"""Sections of another project's README: the toolkit is the same in every project, and names these
+only where that project's answers bring them (the doctor's decode line, in a decode project)."""
 
 
 def headings() -> set[str]:
@@ -32,7 +39,11 @@ def test_every_readme_section_a_message_names_is_a_heading():
     """A hint that says "README, section 'X'" leads to a heading X of this project's README."""
     named = sections_named()
     assert "Your own model" in named  # the premise: the messages are found
-    missing = {name: path for name, path in named.items() if name not in headings()}
+    missing = {
+        name: path
+        for name, path in named.items()
+        if name not in headings() and name not in OTHER_PROJECTS
+    }
     assert not missing, f"sections named but not in README.md: {missing}"
 
 

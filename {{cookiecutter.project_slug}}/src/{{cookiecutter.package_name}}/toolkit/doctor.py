@@ -1,15 +1,12 @@
-{%- set cache = cookiecutter.mode == "cache_compile" -%}
-{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
-{%- set decode = cookiecutter.workload == "decode" -%}
 """Why won't graph mode run here? One screen of OK / WARN / FAIL lines, each FAIL with its fix.
 
-    python -m {{ cookiecutter.package_name }} doctor [--json]
-{%- if tp %} [--nproc-per-node N]
+    python -m <package> doctor [--json]
+    python -m <package> doctor [--json] [--nproc-per-node N]   # with tensor parallelism
 
 --nproc-per-node is the torchrun option you will run the MRE with (default: $LOCAL_WORLD_SIZE,
 else 1): the ranks check wants an NPU per rank, the plan check that parallel_plan() splits
-build_model() across that many ranks.
-{%- endif %}
+build_model() across that many ranks. A decode project's doctor also checks the decode contract,
+a cache_compile project's the cache folder.
 
 Exit 0 when the MRE runs in graph mode (npugraph_ex) on this machine, 1 when it runs but falls
 back to a stand-in, 2 when it cannot run at all. Whatever is broken, it reports instead of
@@ -30,7 +27,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-PINNED_TORCH_NPU = "{{ cookiecutter.torch_npu_version }}"
+from . import project
+
 CANN_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
 CANN_PARTS = ("runtime", "compiler")
 SET_ENV_SCRIPTS = (
@@ -92,9 +90,9 @@ def check_versions() -> Check:
         return Check(
             "versions", "FAIL", f"{detail}: torch_npu {npu_version} needs torch {wanted}", fix
         )
-    if npu_version != PINNED_TORCH_NPU:
+    if npu_version != project.TORCH_NPU:
         return Check(
-            "versions", "WARN", f"{detail}; this project pins torch_npu {PINNED_TORCH_NPU}"
+            "versions", "WARN", f"{detail}; this project pins torch_npu {project.TORCH_NPU}"
         )
     return Check("versions", "OK", f"{detail}, a matching pair")
 
@@ -214,15 +212,15 @@ def check_choice() -> Check:
         )
     status = "OK" if backend.is_npugraph_ex else "WARN"
     return Check("mre-backend", status, f"{backend.name}: {backend.reason}")
-{%- if cache %}
 
 
-def check_cache_dir() -> Check:
-    from .compile_cache import CACHE_DIR
-
-    folder = Path(CACHE_DIR)
+def check_cache_dir() -> list[Check]:
+    """cache_compile's folder is this user's, with 0600 files; no line in npugraph_ex mode."""
+    if not project.CACHE_COMPILE:
+        return []
+    folder = Path(project.CACHE_DIR)
     if not folder.exists():
-        return Check("cache-dir", "OK", f"{folder}/ not written yet: the first NPU run writes it")
+        return [Check("cache-dir", "OK", f"{folder}/ not written yet: the first NPU run writes it")]
     paths = [folder, *folder.rglob("*")]
     size = sum(path.stat().st_size for path in paths if path.is_file())
     uid = getattr(os, "getuid", lambda: None)()
@@ -234,16 +232,12 @@ def check_cache_dir() -> Check:
         from .backend import npu_status
 
         detail = f"{folder}/ has files owned by another user: {foreign[0]}"
-        return Check("cache-dir", "FAIL", detail, fix, blocking=npu_status()[0])
+        return [Check("cache-dir", "FAIL", detail, fix, blocking=npu_status()[0])]
     if loose:
         # cache_compile clears a cache whose files are not mode 0600 and rebuilds it: slow, not fatal.
-        return Check("cache-dir", "WARN", f"{folder}/ has files not mode 0600: {loose[0]}", fix)
-    return Check(
-        "cache-dir",
-        "OK",
-        f"{folder}/, {len(paths) - 1} entries, {size / 1e6:.1f} MB, yours, mode 0600",
-    )
-{%- endif %}
+        return [Check("cache-dir", "WARN", f"{folder}/ has files not mode 0600: {loose[0]}", fix)]
+    detail = f"{folder}/, {len(paths) - 1} entries, {size / 1e6:.1f} MB, yours, mode 0600"
+    return [Check("cache-dir", "OK", detail)]
 
 
 def check_model() -> Check:
@@ -275,10 +269,13 @@ def check_model() -> Check:
         return Check("model", "WARN", detail, "; ".join(fix for _, fix in notes))
     return Check("model", "OK", detail)
 
-{%- if decode %}
+
+def check_decode() -> list[Check]:
+    """The decode line, in a decode project only: see decode_contract()."""
+    return [decode_contract()] if project.DECODE else []
 
 
-def check_decode() -> Check:
+def decode_contract() -> Check:
     """MAX_BATCH, MAX_SEQ_LEN and CAPTURE_SIZES keep the decode contract, and hold the prompt."""
     import torch
 
@@ -322,10 +319,8 @@ def check_decode() -> Check:
         f"{bounds.max_seq_len - length} positions left to generate"
     )
     return Check("decode", "OK", detail)
-{%- endif %}
 
 
-{% if tp -%}
 def fit_ranks(npu_ok: bool, visible: int, wanted: int) -> Check:
     """The ranks check from what was probed: `wanted` ranks, and `visible` NPUs if npu_ok."""
     ranks = f"rank{'s' * (wanted != 1)}"
@@ -391,17 +386,43 @@ def check_plan(wanted: int) -> Check:
     return Check("plan", "OK", detail)
 
 
-{% endif -%}
 def check_mre_imports() -> Check:
-    """The MRE module imports, so `python -m <package>.mre` gets as far as running."""
-    mre = f"{__package__.rpartition('.')[0]}.mre"
-    try:
-        importlib.import_module(mre)
-    except Exception as error:  # noqa: BLE001  (an import can fail in any way)
-        detail = f"{mre} does not import: {type(error).__name__}: {error}".splitlines()[0]
-        fix = f"python -m {mre} shows the traceback"
+    """What the MRE imports is there, so `python -m <package>.mre` gets as far as running: the
+    names it takes from model.py and the toolkit modules it runs on.
+
+    mre.py itself is yours to edit, so no tool imports it: this reads the contract the MRE is
+    written against, model.py and the toolkit, as the MRE imports them in this project.
+    """
+    entry = f"{project.PACKAGE}.mre"
+    fix = f"python -m {entry} shows the traceback"
+    contract = ["build_model", "example_inputs"]
+    toolkit = ["backend", "contract", "report"]
+    if project.CACHE_COMPILE:
+        toolkit.append("compile_cache")
+    if project.DECODE:
+        toolkit.append("decode")
+    if project.TENSOR_PARALLEL:
+        contract.append("parallel_plan")
+        toolkit.append("parallel")
+    toolkit.sort()
+    # Shown as the MRE names them (from .model, from .toolkit.<module>), and imported relative to
+    # this package.
+    modules = {"model": "..model", **{f"toolkit.{module}": f".{module}" for module in toolkit}}
+    loaded = {}
+    for shown, module in modules.items():
+        try:
+            loaded[shown] = importlib.import_module(module, __package__)
+        except Exception as error:  # noqa: BLE001  (an import can fail in any way)
+            detail = f"{entry} cannot import {shown}: {type(error).__name__}: {error}"
+            return Check("mre-import", "FAIL", detail.splitlines()[0], fix, blocking=True)
+    if missing := [name for name in contract if not hasattr(loaded["model"], name)]:
+        detail = f"model.py has no {', '.join(missing)}, which {entry} imports from it"
         return Check("mre-import", "FAIL", detail, fix, blocking=True)
-    return Check("mre-import", "OK", f"{mre} imports")
+    detail = (
+        f"model.py's {', '.join(contract)} and the toolkit's {', '.join(toolkit)} import, "
+        f"as {entry} needs"
+    )
+    return Check("mre-import", "OK", detail)
 
 
 CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
@@ -413,15 +434,11 @@ CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
     check_backends,
     check_choice,
     check_model,
-{%- if decode %}
     check_decode,
-{%- endif %}
     check_mre_imports,
-{%- if cache %}
     check_cache_dir,
-{%- endif %}
 )
-{%- if tp %}
+"""Every project's checks; one that does not concern this project returns no line."""
 HCCL_MODE = "HCCL_OP_EXPANSION_MODE"
 
 
@@ -454,29 +471,21 @@ def check_hccl_mode(wanted: int) -> Check:
 
 
 RANK_CHECKS: tuple[Callable[[int], Check], ...] = (check_ranks, check_plan, check_hccl_mode)
-"""The checks that take the number of ranks (--nproc-per-node)."""
-{%- endif %}
+"""The checks that take the number of ranks (--nproc-per-node): with tensor parallelism only."""
 
 
-{% if tp -%}
 def run_checks(wanted: int = 1) -> list[Check]:
     """Every check, each shielded: one that crashes is reported as a FAIL with its error.
 
-    `wanted` is the number of ranks, for RANK_CHECKS.
+    `wanted` is the number of ranks, for RANK_CHECKS, which run with tensor parallelism only.
     """
     results = []
-    calls = [*((check, ()) for check in CHECKS), *((check, (wanted,)) for check in RANK_CHECKS)]
+    calls = [(check, ()) for check in CHECKS]
+    if project.TENSOR_PARALLEL:
+        calls += [(check, (wanted,)) for check in RANK_CHECKS]
     for check, arguments in calls:
         try:
             outcome = check(*arguments)
-{%- else -%}
-def run_checks() -> list[Check]:
-    """Every check, each shielded: one that crashes is reported as a FAIL with its error."""
-    results = []
-    for check in CHECKS:
-        try:
-            outcome = check()
-{%- endif %}
         except Exception as error:  # noqa: BLE001  (the doctor must report, never crash)
             name = check.__name__.removeprefix("check_")
             outcome = Check(name, "FAIL", f"the check itself failed: {error!r}")
@@ -505,7 +514,6 @@ def render(checks: list[Check], summary: str) -> str:
     return "\n".join([*lines, "", summary])
 
 
-{% if tp -%}
 def ranks_count(text: str) -> int:
     """argparse type: a number of ranks, 1 or more."""
     if not text.strip().isdigit() or int(text) < 1:
@@ -513,23 +521,21 @@ def ranks_count(text: str) -> int:
     return int(text)
 
 
-{% endif -%}
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
-{%- if tp %}
-    parser.add_argument(
-        "--nproc-per-node",
-        type=ranks_count,
-        # A string: argparse parses a default through `type` too.
-        default=os.environ.get("LOCAL_WORLD_SIZE", "1"),
-        metavar="N",
-        help="ranks you will run on this machine, as torchrun's option (default: "
-        "$LOCAL_WORLD_SIZE, else 1)",
-    )
-{%- endif %}
+    if project.TENSOR_PARALLEL:
+        parser.add_argument(
+            "--nproc-per-node",
+            type=ranks_count,
+            # A string: argparse parses a default through `type` too.
+            default=os.environ.get("LOCAL_WORLD_SIZE", "1"),
+            metavar="N",
+            help="ranks you will run on this machine, as torchrun's option (default: "
+            "$LOCAL_WORLD_SIZE, else 1)",
+        )
     arguments = parser.parse_args(argv)
-    checks = run_checks({{ "arguments.nproc_per_node" if tp else "" }})
+    checks = run_checks(arguments.nproc_per_node if project.TENSOR_PARALLEL else 1)
     code, summary = verdict(checks)
     if arguments.json:
         report = {
