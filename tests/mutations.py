@@ -492,7 +492,7 @@ MUTATIONS = (
     Mutation(
         "every rank prints the report",
         f"{TOOLKIT}/report.py",
-        "    if not ranks.is_first:\n        return\n",
+        "        if not ranks.is_first:\n            return\n",
         "",
         "tests/test_tensor_parallel.py -k rank_zero_alone",
         TENSOR_PARALLEL,
@@ -863,8 +863,8 @@ MUTATIONS = (
     Mutation(
         "profile runs graph mode on eager's model",
         f"{TOOLKIT}/profile.py",
-        "    graph = graph_of(seeded_model(backend)[0], backend)",
-        "    graph = graph_of(eager, backend)",
+        "        graph = graph_of(seeded_model(backend)[0], backend)",
+        "        graph = graph_of(eager, backend)",
         "tests/test_profile.py -k model_of_its_own",
         DEFAULT,
     ),
@@ -885,7 +885,7 @@ MUTATIONS = (
     Mutation(
         "each rank of profile writes under the same worker name",
         f"{TOOLKIT}/profile.py",
-        'worker={{ "f\\"rank{ranks.rank}\\"" if tp else "None" }},',
+        'worker=f"rank{ranks.rank}" if project.TENSOR_PARALLEL else None,',
         "worker=None,",
         "tests/test_profile.py -k torchrun_ranks_each_write",
         TENSOR_PARALLEL,

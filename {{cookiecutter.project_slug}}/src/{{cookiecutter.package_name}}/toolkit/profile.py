@@ -1,18 +1,14 @@
-{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """Profile where a step's time goes, eager against graph mode, in the viewers NPU engineers use.
 
-    python -m {{ cookiecutter.package_name }} profile [--steps N] [--out DIR] [--plot FILE.png] [--json]
-{%- if tp %}
-    torchrun --nproc-per-node N -m {{ cookiecutter.package_name }} profile [...]
-{%- endif %}
+    python -m <package> profile [--steps N] [--out DIR] [--plot FILE.png] [--json]
+    torchrun --nproc-per-node N -m <package> profile [...]    # with tensor parallelism
 
-It runs the MRE's workload (workload()): build_model() on example_inputs(){{ "," if tp else "" }}
-{%- if tp %}
-sharded by parallel_plan(),
-{%- endif %} built twice from the same seed, one model for eager and one for graph mode, so that neither run's state (a KV cache, a step counter) leaks into the other. Both are warmed up first (graph mode
-compiles and captures there). Then the profiler records one warm-up step and N steps of each mode,
-eager first: each step inside a record_function range, `eager step` or `graph step`, with
-prof.step() after it.
+It runs the MRE's workload (workload()): build_model() on example_inputs() (with tensor
+parallelism, sharded by parallel_plan()), built twice from the same seed, one model for eager and
+one for graph mode, so that neither run's state (a KV cache, a step counter) leaks into the other.
+Both are warmed up first (graph mode compiles and captures there). Then the profiler records one
+warm-up step and N steps of each mode, eager first: each step inside a record_function range,
+`eager step` or `graph step`, with prof.step() after it.
 
 On an NPU the profiler is torch_npu.profiler (CPU and NPU activities, Level0, text export): its
 folder DIR/*_ascend_pt/ opens in MindStudio Insight and TensorBoard, and its
@@ -23,10 +19,8 @@ stand-in backend's trace shows the CPU path only.
 Then it prints, for each mode, per step: host time, device time (NPU), operators and kernels
 launched, compiled regions, graph replays, captures and eager fallbacks (npugraph_ex's
 acl_graph_* ranges, NPU), the top operators by self time, and where the trace is.
-{%- if tp %}
-Every rank writes its own trace (worker rank<RANK>); rank 0 prints the slowest rank's figures (the
-highest graph host time per step) and every rank's trace.
-{%- endif %}
+With tensor parallelism every rank writes its own trace (worker rank<RANK>); rank 0 prints the
+slowest rank's figures (the highest graph host time per step) and every rank's trace.
 
 Exit status: 0 after a run, 2 if the backend cannot run here, --out or --plot cannot be written,
 or --plot lacks matplotlib.
@@ -45,18 +39,21 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.profiler import record_function
 
+from . import project
 from .backend import Backend, select_backend
 from .bench import at_least, graph_of, seeded_model
 from .contract import describe_tree
-{%- if tp %}
-from .parallel import Ranks, tensor_parallel, wait_collectives
-{%- endif %}
 from .report import synchronize
+
+if TYPE_CHECKING:
+    # parallel.py is only in tensor-parallel projects: its run-time imports are in the branches
+    # that need them.
+    from .parallel import Ranks
 
 Step = Callable[[], Any]
 """One step of a workload, as it runs in one mode: the profiler records one per prof.step()."""
@@ -91,30 +88,27 @@ class Workload:
     inputs: str
 
 
-{% if tp -%}
-def workload(backend: Backend, ranks: Ranks) -> Workload:
-    """The MRE's step: one forward of build_model() on example_inputs(), sharded over `ranks`.
+def workload(backend: Backend, ranks: Ranks | None = None) -> Workload:
+    """The MRE's step: one forward of build_model() on example_inputs(); with tensor parallelism,
+    sharded over `ranks`.
 
     Each mode gets a model of its own, built from the same seed: a forward that updates a buffer
-    would otherwise hand eager's state to graph mode. A step waits for its collectives.
+    would otherwise hand eager's state to graph mode. With tensor parallelism a step waits for its
+    collectives.
     """
-    eager, dummy_input = seeded_model(ranks)
-    graph = graph_of(seeded_model(ranks)[0], backend, ranks)
-    steps = {
-        "eager": lambda: wait_collectives(eager(*dummy_input)),
-        "graph": lambda: wait_collectives(graph(*dummy_input)),
-    }
-{%- else -%}
-def workload(backend: Backend) -> Workload:
-    """The MRE's step: one forward of build_model() on example_inputs().
+    if project.TENSOR_PARALLEL:
+        from .parallel import wait_collectives
 
-    Each mode gets a model of its own, built from the same seed: a forward that updates a buffer
-    would otherwise hand eager's state to graph mode.
-    """
-    eager, dummy_input = seeded_model(backend)
-    graph = graph_of(seeded_model(backend)[0], backend)
-    steps = {"eager": lambda: eager(*dummy_input), "graph": lambda: graph(*dummy_input)}
-{%- endif %}
+        eager, dummy_input = seeded_model(ranks)
+        graph = graph_of(seeded_model(ranks)[0], backend, ranks)
+        steps = {
+            "eager": lambda: wait_collectives(eager(*dummy_input)),
+            "graph": lambda: wait_collectives(graph(*dummy_input)),
+        }
+    else:
+        eager, dummy_input = seeded_model(backend)
+        graph = graph_of(seeded_model(backend)[0], backend)
+        steps = {"eager": lambda: eager(*dummy_input), "graph": lambda: graph(*dummy_input)}
     return Workload(steps, describe_tree(dummy_input))
 
 
@@ -367,16 +361,11 @@ def render(result: dict[str, Any]) -> str:
         ("device", result["device"]),
         ("inputs", result["inputs"]),
     ]
-{%- if tp %}
-    ranks = result["ranks"]
-    whose = "the slowest" if ranks["size"] > 1 else "the only one"
-    rows.append(
-        (
-            "ranks",
-            f"{ranks['size']} ({ranks['backend']}), figures from rank {ranks['slowest']}, {whose}",
-        )
-    )
-{%- endif %}
+    if project.TENSOR_PARALLEL:
+        ranks = result["ranks"]
+        whose = "the slowest" if ranks["size"] > 1 else "the only one"
+        group = f"{ranks['size']} ({ranks['backend']}), figures from rank {ranks['slowest']}"
+        rows.append(("ranks", f"{group}, {whose}"))
     eager, graph = result["eager"], result["graph"]
     per_step = [
         ("host ms", "host_ms", 3),
@@ -457,21 +446,11 @@ def tracer_for(backend: Backend) -> Tracer:
     return NPU_TRACER if backend.device == "npu" else CPU_TRACER
 
 
-def run(
-    backend: Backend,
-    count: int,
-    out: Path,
-{%- if tp %}
-    ranks: Ranks,
-{%- endif %}
-) -> dict[str, Any]:
-    """Warm up, profile and summarize this process's run{{ " (one rank's, under torchrun)" if tp else "" }}."""
+def run(backend: Backend, count: int, out: Path, ranks: Ranks | None = None) -> dict[str, Any]:
+    """Warm up, profile and summarize this process's run: with tensor parallelism, one rank's,
+    under torchrun."""
     tracer = tracer_for(backend)
-{%- if tp %}
     job = workload(backend, ranks)
-{%- else %}
-    job = workload(backend)
-{%- endif %}
     for step in job.steps.values():
         step()  # graph mode compiles and captures here, outside the profile
         step()
@@ -481,7 +460,7 @@ def run(
         job.steps,
         count,
         out,
-        worker={{ "f\"rank{ranks.rank}\"" if tp else "None" }},
+        worker=f"rank{ranks.rank}" if project.TENSOR_PARALLEL else None,
         wait=lambda: synchronize(backend.device),
     )
     return result_of(backend, tracer, job.inputs, count, trace)
@@ -512,7 +491,6 @@ def note(backend: Backend) -> str | None:
     if backend.device != "npu":
         return STAND_IN_NOTE.format(backend=backend.name)
     return NOT_NPUGRAPH_EX_NOTE.format(backend=backend.name, reason=backend.reason)
-{%- if tp %}
 
 
 def slowest_rank(results: list[dict[str, Any]], ranks: Ranks) -> dict[str, Any]:
@@ -527,7 +505,6 @@ def slowest_rank(results: list[dict[str, Any]], ranks: Ranks) -> dict[str, Any]:
     group = {"size": ranks.size, "backend": ranks.backend, "slowest": slowest}
     traces = [result["trace"] for result in results]
     return {**results[slowest], "ranks": group, "traces": traces, "open": every}
-{%- endif %}
 
 
 def parse_args(argv: Sequence[str] | None, prog: str | None) -> argparse.Namespace:
@@ -578,20 +555,21 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return 2
     # torch_npu's profiler prints its progress on stdout (print_info_msg, profiler/analysis/
     # prof_common_func/_constant.py), and so may your model: it would spoil the table and JSON.
-{%- if tp %}
-    with (
-        contextlib.redirect_stdout(sys.stderr),
-        torch.no_grad(),
-        tensor_parallel(backend.device) as ranks,
-    ):
-        results = ranks.gather(run(backend, args.steps, args.out, ranks))
-    if not ranks.is_first:
-        return 0
-    result = slowest_rank(results, ranks)
-{%- else %}
-    with contextlib.redirect_stdout(sys.stderr), torch.no_grad():
-        result = run(backend, args.steps, args.out)
-{%- endif %}
+    if project.TENSOR_PARALLEL:
+        from .parallel import tensor_parallel
+
+        with (
+            contextlib.redirect_stdout(sys.stderr),
+            torch.no_grad(),
+            tensor_parallel(backend.device) as ranks,
+        ):
+            results = ranks.gather(run(backend, args.steps, args.out, ranks))
+        if not ranks.is_first:
+            return 0
+        result = slowest_rank(results, ranks)
+    else:
+        with contextlib.redirect_stdout(sys.stderr), torch.no_grad():
+            result = run(backend, args.steps, args.out)
     print(json.dumps(result) if args.json else render(result))
     if args.plot:
         plot(result, args.plot)

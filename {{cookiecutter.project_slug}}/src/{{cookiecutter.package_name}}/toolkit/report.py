@@ -1,5 +1,3 @@
-{%- set cache = cookiecutter.mode == "cache_compile" -%}
-{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """The short report the MRE prints: what ran, where, why, and what the first call compiled."""
 
 from __future__ import annotations
@@ -8,17 +6,19 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
+from . import project
 from .backend import Backend
 from .contract import constant_inputs, constant_note, describe_tree
-{%- if tp %}
-from .parallel import Ranks
-{%- endif %}
+
+if TYPE_CHECKING:
+    # parallel.py is only in tensor-parallel projects.
+    from .parallel import Ranks
 
 
 class NoGraphError(RuntimeError):
@@ -42,12 +42,9 @@ def synchronize(device: str) -> None:
 @contextmanager
 def first_call(backend: Backend) -> Iterator[FirstCall]:
     """Time the block and count the graphs Dynamo compiles in it; raise NoGraphError if none.
-{%- if cache %}
 
-    On an NPU in cache_compile mode a run that loads the cache compiles no graph: that is fine.
+    In cache_compile mode, on an NPU, a run that loads the cache compiles no graph: that is fine.
     """
-{%- else %}"""
-{%- endif %}
     call = FirstCall()
     # A true first call: graphs that an earlier run in this process left behind would be reused,
     # and nothing would tell a reused graph from a model that ran eagerly.
@@ -58,11 +55,7 @@ def first_call(backend: Backend) -> Iterator[FirstCall]:
     synchronize(backend.device)
     call.seconds = time.perf_counter() - started
     call.graphs = counters["stats"]["unique_graphs"] - graphs_before
-{%- if cache %}
-    loaded_from_cache = backend.is_npugraph_ex
-{%- else %}
-    loaded_from_cache = False
-{%- endif %}
+    loaded_from_cache = project.CACHE_COMPILE and backend.is_npugraph_ex
     if call.graphs == 0 and not loaded_from_cache:
         raise NoGraphError(
             f"the first call compiled no graph with {backend.name}: the model ran eagerly, "
@@ -76,22 +69,21 @@ def print_report(
     dummy_input: tuple[Any, ...],
     output: Any,
     call: FirstCall,
-{%- if tp %}
-    ranks: Ranks,
-{%- endif %}
+    ranks: Ranks | None = None,
 ) -> None:
-    """Print the report of one MRE run{{ " (on rank 0, after every rank has sent its first call)" if tp else "" }}."""
-{%- if tp %}
-    # A step is as slow as its slowest rank; every rank must take part in the gather.
-    calls = [FirstCall(*each) for each in ranks.gather((call.seconds, call.graphs))]
-    if not ranks.is_first:
-        return
-{%- endif %}
+    """Print the report of one MRE run.
+
+    A tensor-parallel MRE passes its ranks: then rank 0 alone prints, after every rank has sent
+    its first call, and the report gains a `ranks` row.
+    """
+    if ranks is not None:
+        # A step is as slow as its slowest rank; every rank must take part in the gather.
+        calls = [FirstCall(*each) for each in ranks.gather((call.seconds, call.graphs))]
+        if not ranks.is_first:
+            return
     compiled = f"{call.graphs} graph{'s' * (call.graphs != 1)}"
-{%- if cache %}
-    if call.graphs == 0:
+    if project.CACHE_COMPILE and call.graphs == 0:
         compiled = "no graph: loaded from the cache_compile cache"
-{%- endif %}
     rows = [
         ("backend", f"{backend.name} ({backend.reason})"),
         ("options", config if config else "none (only npugraph_ex takes options)"),
@@ -100,9 +92,8 @@ def print_report(
         ("output", describe_tree(output)),
         ("first call", f"{call.seconds:.2f} s, {compiled} (compile and capture included)"),
     ]
-{%- if tp %}
-    rows.append(("ranks", ranks_row(ranks, calls)))
-{%- endif %}
+    if ranks is not None:
+        rows.append(("ranks", ranks_row(ranks, calls)))
     for name, value in rows:
         print(f"{name:<11} {value}")
 
@@ -114,7 +105,6 @@ def constant_rows(dummy_input: tuple[Any, ...]) -> list[tuple[str, str]]:
         what, fix = constant_note(path, value)
         rows.append(("constant", f"{what}; {fix}"))
     return rows
-{%- if tp %}
 
 
 def ranks_row(ranks: Ranks, calls: list[FirstCall]) -> str:
@@ -130,4 +120,3 @@ def ranks_row(ranks: Ranks, calls: list[FirstCall]) -> str:
         f"{ranks.size} ({ranks.backend}), slowest first call {calls[slowest].seconds:.2f} s "
         f"on rank {slowest}, {per_rank}"
     )
-{%- endif %}
