@@ -215,12 +215,15 @@ def check_choice() -> Check:
 
 
 def check_cache_dir() -> list[Check]:
-    """cache_compile's folder is this user's, with 0600 files; no line in npugraph_ex mode."""
-    if not project.CACHE_COMPILE:
-        return []
+    """The cache-dir line, in a cache_compile project only: see cache_dir()."""
+    return [cache_dir()] if project.CACHE_COMPILE else []
+
+
+def cache_dir() -> Check:
+    """cache_compile's folder is this user's, its files mode 0600."""
     folder = Path(project.CACHE_DIR)
     if not folder.exists():
-        return [Check("cache-dir", "OK", f"{folder}/ not written yet: the first NPU run writes it")]
+        return Check("cache-dir", "OK", f"{folder}/ not written yet: the first NPU run writes it")
     paths = [folder, *folder.rglob("*")]
     size = sum(path.stat().st_size for path in paths if path.is_file())
     uid = getattr(os, "getuid", lambda: None)()
@@ -232,12 +235,15 @@ def check_cache_dir() -> list[Check]:
         from .backend import npu_status
 
         detail = f"{folder}/ has files owned by another user: {foreign[0]}"
-        return [Check("cache-dir", "FAIL", detail, fix, blocking=npu_status()[0])]
+        return Check("cache-dir", "FAIL", detail, fix, blocking=npu_status()[0])
     if loose:
         # cache_compile clears a cache whose files are not mode 0600 and rebuilds it: slow, not fatal.
-        return [Check("cache-dir", "WARN", f"{folder}/ has files not mode 0600: {loose[0]}", fix)]
-    detail = f"{folder}/, {len(paths) - 1} entries, {size / 1e6:.1f} MB, yours, mode 0600"
-    return [Check("cache-dir", "OK", detail)]
+        return Check("cache-dir", "WARN", f"{folder}/ has files not mode 0600: {loose[0]}", fix)
+    return Check(
+        "cache-dir",
+        "OK",
+        f"{folder}/, {len(paths) - 1} entries, {size / 1e6:.1f} MB, yours, mode 0600",
+    )
 
 
 def check_model() -> Check:
