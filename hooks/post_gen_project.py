@@ -32,6 +32,7 @@ REMOVE_WHEN = {
     ("workload", "forward"): [
         "src/{package}/generate.py",
         "src/{package}/toolkit/decode.py",
+        "src/{package}/toolkit/generation.py",
         "tests/test_decode.py",
         "tests/test_generate.py",
     ],

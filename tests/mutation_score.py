@@ -100,7 +100,7 @@ TARGETS = (
             "custom_op": "in_place",
             "op_registration": "op_plugin",
         },
-        ("toolkit/decode.py", "generate.py"),
+        ("toolkit/decode.py", "toolkit/generation.py", "generate.py"),
     ),
     Target(
         "hooks",

@@ -548,8 +548,8 @@ MUTATIONS = (
     Mutation(
         "bench times eager calls without their collectives",
         f"{TOOLKIT}/bench.py",
-        "{%- if tp %}\n    wait_collectives(fn(*dummy_input))\n",
-        "{%- if tp %}\n    fn(*dummy_input)\n",
+        "        wait_collectives(output)\n",
+        "        pass\n",
         "tests/test_bench.py -k waits_for_its_collectives",
         TENSOR_PARALLEL,
     ),
@@ -998,9 +998,9 @@ MUTATIONS = (
     ),
     Mutation(
         "generate under torchrun: ranks start from different seeds",
-        f"{PACKAGE}/generate.py",
-        "    torch.manual_seed(0)\n    model = ranks.shard(",
-        "    torch.manual_seed(ranks.rank)\n    model = ranks.shard(",
+        f"{TOOLKIT}/generation.py",
+        "    torch.manual_seed(0)\n    if ranks is None:",
+        "    torch.manual_seed(0 if ranks is None else ranks.rank)\n    if ranks is None:",
         "tests/test_tensor_parallel.py -k 'two_ranks_generate or share_of_the_heads'",
         DECODE_TENSOR_PARALLEL,
     ),

@@ -109,6 +109,7 @@ WORKLOAD_FILES = {
     "decode": {
         "src/{package}/generate.py",
         "src/{package}/toolkit/decode.py",
+        "src/{package}/toolkit/generation.py",
         "tests/test_decode.py",
         "tests/test_generate.py",
     },

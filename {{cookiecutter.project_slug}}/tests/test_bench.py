@@ -242,7 +242,7 @@ def summarize(
     step_input = (torch.zeros(1, 1, dtype=torch.long), torch.tensor([8]))
     runs = [bench.SizeRun(1, step_input, prefill, run)]
     (prompt,) = example_inputs()
-    return bench.summarize(backend, prompt, 1, Warmup((1,), 1, 0.5), runs, recompiles or [])
+    return bench.summarize_sizes(backend, prompt, 1, Warmup((1,), 1, 0.5), runs, recompiles or [])
 
 
 def figures(result: dict) -> dict:
@@ -390,8 +390,8 @@ def test_a_real_recompile_while_timing_is_reported(capsys, monkeypatch):
     monkeypatch.setattr(model_py, "CAPTURE_SIZES", (size,))  # one size: few recompiles in all
     build = bench.build
 
-    def reads_a_global(backend{{ ", ranks" if tp else "" }}):
-        model, graphs, prompt = build(backend{{ ", ranks" if tp else "" }})
+    def reads_a_global(backend, ranks):
+        model, graphs, prompt = build(backend, ranks)
 
         def step(tokens, input_pos):
             # Dynamo guards on SCALE's value: change it, and the next call recompiles.
@@ -428,7 +428,7 @@ def test_a_real_recompile_while_timing_is_reported(capsys, monkeypatch):
     """A graph that really recompiles during the timed loop is named in the result."""
     model = ReadsAGlobal()
     graph = torch.compile(model, backend="aot_eager", fullgraph=True, dynamic=False)
-    monkeypatch.setattr(bench, "build", lambda backend{{ ", ranks" if tp else "" }}: (model, graph, (torch.ones(3),)))
+    monkeypatch.setattr(bench, "build", lambda backend, ranks: (model, graph, (torch.ones(3),)))
     time_call = bench.time_call
 
     recapture = "recapture_due_to_mutated_input_change_graph_0"
@@ -568,7 +568,7 @@ def test_on_an_npu_bench_waits_for_the_device_and_times_it(monkeypatch, capsys):
     npugraph_ex = Backend("npugraph_ex", "npu", "a simulated NPU")
     monkeypatch.setattr(bench, "select_backend", lambda: npugraph_ex)
     eager, graph = Plus(npu, 2.0, "eager"), Plus(npu, 0.5, "graph")
-    monkeypatch.setattr(bench, "build", lambda backend: (eager, graph, (torch.ones(2),)))
+    monkeypatch.setattr(bench, "build", lambda backend, ranks: (eager, graph, (torch.ones(2),)))
     assert bench.main([*FAST, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert (result["eager"]["device_mean_ms"], result["graph"]["device_mean_ms"]) == (2.0, 0.5)
@@ -592,8 +592,8 @@ def test_outputs_that_differ_stop_the_run(capsys, monkeypatch):
     without timing."""
     build = bench.build
 
-    def off_by_one(backend{{ ", ranks" if tp else "" }}):
-        model, graphs, prompt = build(backend{{ ", ranks" if tp else "" }})
+    def off_by_one(backend, ranks):
+        model, graphs, prompt = build(backend, ranks)
 
         def step(*args):
             return plus_one(logits_of(model(*args)))
@@ -643,8 +643,8 @@ def test_outputs_that_differ_stop_the_run(capsys, monkeypatch):
 
     inputs = []
 
-    def off_by_one(backend{{ ", ranks" if tp else "" }}):
-        eager, _, dummy_input = build(backend{{ ", ranks" if tp else "" }})
+    def off_by_one(backend, ranks):
+        eager, _, dummy_input = build(backend, ranks)
         inputs.append(dummy_input)
         return eager, lambda *args: tree_map_only(torch.Tensor, plus_one, eager(*args)), dummy_input
 
@@ -867,7 +867,8 @@ def test_a_mismatch_says_how_graph_mode_differs(capsys):
     """A mismatch report names the backend, says nothing was timed and shows how graph mode
     differs; with --json, a failed result leads with what ran, where and on which inputs."""
     backend = Backend("aot_eager", "cpu", "a test")
-    bench.report_mismatch(backend, example_inputs(), "output: off by one\nstate: stale", True)
+    mismatch = "output: off by one\nstate: stale"
+    bench.report_mismatch(backend, example_inputs(), [mismatch], None, True)
     captured = capsys.readouterr()
     assert captured.err.splitlines() == [
         "bench: aot_eager does not match eager, so nothing was timed:",

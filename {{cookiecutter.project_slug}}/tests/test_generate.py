@@ -20,10 +20,10 @@ import torch
 from torch._dynamo.utils import counters
 
 from {{ cookiecutter.package_name }} import generate, model
-from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 {%- if cache and not tp %}
-from {{ cookiecutter.package_name }}.toolkit.compile_cache import CACHE_DIR
+from {{ cookiecutter.package_name }}.toolkit import compile_cache, project
 {%- endif %}
+from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.decode import DecodeGraphs, Warmup, limits, logits_of
 {%- if tp %}
 from {{ cookiecutter.package_name }}.toolkit.parallel import Ranks, tensor_parallel
@@ -294,13 +294,15 @@ def test_graph_mode_keeps_its_graphs_in_the_projects_cache_dir(monkeypatch):
     """build() asks cache_compile for one cached step per capture size, in CACHE_DIR."""
     asked = []
 
-    def cached_steps(model: torch.nn.Module, sizes: tuple[int, ...], cache_dir: str = CACHE_DIR):
+    def cached_steps(
+        model: torch.nn.Module, sizes: tuple[int, ...], cache_dir: str = project.CACHE_DIR
+    ):
         asked.append((sizes, cache_dir))
         return {}
 
-    monkeypatch.setattr(generate, "cached_steps", cached_steps)
+    monkeypatch.setattr(compile_cache, "cached_steps", cached_steps)
     generate.build(select_backend())
-    assert asked == [(limits().capture_sizes, CACHE_DIR)]
+    assert asked == [(limits().capture_sizes, project.CACHE_DIR)]
 {%- endif %}
 
 

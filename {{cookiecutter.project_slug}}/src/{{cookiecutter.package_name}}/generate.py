@@ -7,8 +7,9 @@ The decode step replays one graph per capture size.
     python -m {{ cookiecutter.package_name }} generate [--new-tokens N] [--batch B] [--json]
 
 Like the MRE it seeds torch.manual_seed(0), then calls build_model(), then example_inputs() (the
-prompt), so anyone can rebuild the eager reference. It generates twice from the same prompt and
-the same starting cache: eagerly, then in graph mode, and the tokens must agree. It prints the
+prompt), so anyone can rebuild the eager reference. The model and its decode graphs come from
+build() in toolkit/generation.py, which bench times too. It generates twice from the same prompt
+and the same starting cache: eagerly, then in graph mode, and the tokens must agree. It prints the
 tokens, tokens per second of each and what warm-up captured; --json prints one object instead.
 {%- if tp %}
 
@@ -34,13 +35,11 @@ from typing import Any
 
 import torch
 
-from .model import build_model, example_inputs{{ ", parallel_plan" if tp else "" }}
-from .toolkit.backend import Backend, select_backend
-{%- if cache %}
-from .toolkit.compile_cache import CACHE_DIR, cached_steps
-{%- endif %}
+from .model import example_inputs
+from .toolkit.backend import select_backend
 from .toolkit.contract import ContractError, to_device
-from .toolkit.decode import DecodeGraphs, Step, limits, prefill
+from .toolkit.decode import Step, prefill
+from .toolkit.generation import build
 {%- if tp %}
 from .toolkit.parallel import Ranks, tensor_parallel
 {%- endif %}
@@ -108,40 +107,6 @@ def timed(call: Any, device: str) -> tuple[Any, float]:
     result = call()
     synchronize(device)
     return result, time.perf_counter() - started
-
-
-{% if tp -%}
-def build(backend: Backend, ranks: Ranks) -> tuple[torch.nn.Module, DecodeGraphs]:
-    """The model, seeded and sharded over `ranks` as in the MRE, and its decode step in graph mode
-    at every capture size."""
-    torch.manual_seed(0)
-    model = ranks.shard(build_model().to(ranks.device).eval(), parallel_plan(ranks.size))
-{%- else -%}
-def build(backend: Backend) -> tuple[torch.nn.Module, DecodeGraphs]:
-    """The model, seeded as in the MRE, and its decode step in graph mode at every capture size."""
-    torch.manual_seed(0)
-    model = build_model().to(backend.device).eval()
-{%- endif %}
-    bounds = limits()
-{%- if cache and tp %}
-    # Each rank writes and loads its own cache: one cached method per capture size, per rank.
-    compiled = cached_steps(
-        model, bounds.capture_sizes, cache_dir=CACHE_DIR, **ranks.cache_keywords()
-    )
-{%- elif cache %}
-    compiled = cached_steps(model, bounds.capture_sizes, cache_dir=CACHE_DIR)
-{%- else %}
-    compiled_model = torch.compile(
-        model,
-        backend=backend.name,
-        fullgraph=True,
-        dynamic=False,
-        options=backend.options,
-    )
-    # One compiled model: Dynamo compiles one graph for each batch size it meets.
-    compiled = dict.fromkeys(bounds.capture_sizes, compiled_model)
-{%- endif %}
-    return model, DecodeGraphs(model, compiled, bounds, {{ "ranks" if tp else "backend" }}.device)
 
 
 {% if tp -%}

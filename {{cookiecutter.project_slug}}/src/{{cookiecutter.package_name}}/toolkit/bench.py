@@ -1,57 +1,51 @@
-{%- set cache = cookiecutter.mode == "cache_compile" -%}
-{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
-{%- set decode = cookiecutter.workload == "decode" -%}
 """Benchmark eager against graph mode: the same model, weights and input, timed call by call.
 
 Run it with
 
-    python -m {{ cookiecutter.package_name }} bench [--json] [--iters N] [--warmup N] [--backend B]
-{%- if tp %}
-    torchrun --nproc-per-node N -m {{ cookiecutter.package_name }} bench [...]
+    python -m <package> bench [--json] [--iters N] [--warmup N] [--backend B]
 
-It runs build_model() on example_inputs(), sharded by parallel_plan() as the MRE does: plain
-python runs one rank, torchrun N ranks; eager is the sharded model run eagerly, so both sides
-run the collectives.
-{%- else %}
+and, with tensor parallelism, also under torchrun:
 
-It runs build_model() on example_inputs(), as the MRE does.
-{%- endif %}
-{%- if decode %}
+    torchrun --nproc-per-node N -m <package> bench [...]
 
-It times the decode step at every capture size in CAPTURE_SIZES, as generate runs it. First it
-captures every size (warm-up, timed on its own) and checks that, at every size, graph mode
-computes what eager computes and leaves the KV cache as eager leaves it. Then, at each size, a
-batch of that many sequences (the prompt's rows in turn) is prefilled eagerly, timed apart
-(prefill gives the first token); then one eager and one graph decode step are timed, the graph
-step through the capture size's graph. Every timed call starts from a state put back first:
-prefill from the state before it, each step from the state prefill left, so no call sees
-another's cache writes, and the step's position stays the prompt's length, inside MAX_SEQ_LEN,
-however many iterations run. Per size it prints the p50, p95 and mean latency of prefill and of
-one step (one token per sequence), tokens per second (the batch over the mean step), the
-speedup (the median of the per-iteration eager/graph ratios, with its interquartile range), and
-a warning if anything recompiled or recaptured. Off NPU, graph mode runs the stand-in backend,
-whose numbers say nothing about NPU speed.
-{%- else %} First it checks that graph mode
-computes what eager computes, and times the first graph call
-(Dynamo, AOT and capture) on its own. Then it warms both up and times `--iters` iterations of
-one eager and one graph call each. It prints per-call p50, p95 and mean latency, the speedup
-(the median of the per-iteration eager/graph ratios, with its interquartile range), and a
-warning if anything recompiled or recaptured while it timed. Off NPU, graph mode runs the
-stand-in backend, whose numbers say nothing about NPU speed.
-{%- endif %}
-{%- if tp %}
+It runs build_model() on example_inputs(), as the MRE does. With tensor parallelism the model is
+sharded by parallel_plan(), as the MRE shards it: plain python runs one rank, torchrun N ranks;
+eager is the sharded model run eagerly, so both sides run the collectives.
 
-Every rank times its own calls in lockstep. Rank 0 alone prints: the figures of the slowest rank
-(the highest graph p50{{ ", summed over the capture sizes" if decode else "" }}: a step is as slow as its slowest rank), and which rank that was.
-{%- endif %}
+In a forward project, bench first checks that graph mode computes what eager computes, and times
+the first graph call (Dynamo, AOT and capture) on its own. Then it warms both up and times
+`--iters` iterations of one eager and one graph call each. It prints per-call p50, p95 and mean
+latency, the speedup (the median of the per-iteration eager/graph ratios, with its interquartile
+range), and a warning if anything recompiled or recaptured while it timed.
+
+In a decode project, bench times the decode step at every capture size in CAPTURE_SIZES, as
+generate runs it. First it captures every size (warm-up, timed on its own) and checks that, at
+every size, graph mode computes what eager computes and leaves the KV cache as eager leaves it.
+Then, at each size, a batch of that many sequences (the prompt's rows in turn) is prefilled
+eagerly, timed apart (prefill gives the first token); then one eager and one graph decode step are
+timed, the graph step through the capture size's graph. Every timed call starts from a state put
+back first: prefill from the state before it, each step from the state prefill left, so no call
+sees another's cache writes, and the step's position stays the prompt's length, inside
+MAX_SEQ_LEN, however many iterations run. Per size it prints the p50, p95 and mean latency of
+prefill and of one step (one token per sequence), tokens per second (the batch over the mean
+step), the speedup (the median of the per-iteration eager/graph ratios, with its interquartile
+range), and a warning if anything recompiled or recaptured.
+
+Off NPU, graph mode runs the stand-in backend, whose numbers say nothing about NPU speed.
+
+With tensor parallelism, every rank times its own calls in lockstep. Rank 0 alone prints: the
+figures of the slowest rank (the highest graph p50, in a decode project summed over the capture
+sizes: a step is as slow as its slowest rank), and which rank that was.
 
 Exit status: 0 after a run, 1 if graph mode and eager disagree (nothing is timed), 2 if the
-backend cannot run here or model.py breaks its contract.{{ " Every rank exits with the same status." if tp else "" }}
+backend cannot run here or model.py breaks its contract. With tensor parallelism every rank exits
+with the same status.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -60,28 +54,31 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch._dynamo.utils import counters
 
-{% if decode -%}
-from .. import generate
-{% endif -%}
-from ..model import build_model, example_inputs{{ ", parallel_plan" if tp else "" }}
+from ..model import build_model, example_inputs
+from . import project
 from .backend import BACKEND_ENV, Backend, select_backend
-{%- if cache %}
-from .compile_cache import CachedModel
-{%- endif %}
 from .contract import ContractError, clone, describe_tree, mismatches, to_device
-{%- if decode %}
-from .decode import DecodeGraphs, Warmup, first_step, logits_of, prefill
-{%- endif %}
-{%- if tp %}
-from .parallel import Ranks, tensor_parallel, wait_collectives
-{%- endif %}
 from .report import synchronize
-from .state import {{ "State, " if decode else "" }}restore, save, state_mismatches
+from .state import restore, save, state_mismatches
+
+# What only some projects have (the template leaves the rest out), imported where it exists. Here,
+# not in the functions that call it, so that a test can replace any of it on this module.
+if project.TENSOR_PARALLEL:
+    from ..model import parallel_plan
+    from .parallel import tensor_parallel, wait_collectives
+if project.DECODE:
+    from .decode import first_step, logits_of, prefill
+    from .generation import build as build_decode
+
+if TYPE_CHECKING:
+    from .decode import DecodeGraphs, Warmup
+    from .parallel import Ranks
+    from .state import State
 
 Call = Callable[..., Any]
 
@@ -100,32 +97,43 @@ class Run:
     host_ms: dict[str, list[float]] = field(default_factory=lambda: {"eager": [], "graph": []})
     device_ms: dict[str, list[float]] = field(default_factory=lambda: {"eager": [], "graph": []})
     """Stays empty off NPU: only torch.npu.Event measures device-side time here."""
-{%- if decode %}
 
 
 @dataclass
 class SizeRun:
-    """What was timed at one capture size: eager prefill on its own, then the decode step."""
+    """What was timed at one capture size of a decode step: eager prefill on its own, then the
+    decode step."""
 
     size: int
     dummy_input: tuple[Any, ...]
     """The step's (tokens, input_pos), as prefill left them."""
     prefill: Run
     step: Run
-{%- endif %}
+
+
+@dataclass
+class Outcome:
+    """What bench found on every rank (one, without tensor parallelism), in rank order."""
+
+    dummy_input: tuple[Any, ...]
+    """What the result describes: the inputs, or in a decode project (prompt,)."""
+    mismatches: list[str | None]
+    """How graph mode differed from eager on each rank; None where it did not."""
+    results: list[dict[str, Any]] = field(default_factory=list)
+    """Each rank's summary; none if graph mode differed anywhere, for then nothing is timed."""
+
+    @property
+    def matched(self) -> bool:
+        return all(mismatch is None for mismatch in self.mismatches)
 
 
 class Progress:
     """One status line on stderr, rewritten in place; silent unless stderr is a terminal."""
 
-    def __init__(self{{ ", quiet: bool = False" if tp else "" }}) -> None:
+    def __init__(self, quiet: bool = False) -> None:
         # Piped or captured output (CI logs, `--json | jq`) must not fill up with status lines.
-{%- if tp %}
         # quiet: a rank other than 0, whose line would overwrite rank 0's.
         self.live = sys.stderr.isatty() and not quiet
-{%- else %}
-        self.live = sys.stderr.isatty()
-{%- endif %}
 
     def show(self, text: str) -> None:
         if self.live:
@@ -172,42 +180,35 @@ def parse_args(argv: Sequence[str] | None, prog: str | None) -> argparse.Namespa
     return parser.parse_args(argv)
 
 
-{% if tp -%}
-def seeded_model(ranks: Ranks) -> tuple[torch.nn.Module, tuple[Any, ...]]:
-    """build_model(), sharded by parallel_plan(), and its inputs, seeded as in the MRE."""
+def seeded_model(where: Backend | Ranks) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    """build_model() and its inputs on `where`'s device, seeded as in the MRE.
+
+    `where` is the backend; with tensor parallelism it is this process's rank, and the model is
+    sharded by parallel_plan(). In a decode project the inputs are those of the first decode step,
+    after an eager prefill of the prompt: the decode step is what runs.
+    """
     torch.manual_seed(0)
-    model = ranks.shard(build_model().to(ranks.device).eval(), parallel_plan(ranks.size))
-{%- if decode %}
-    (prompt,) = to_device(example_inputs(), ranks.device)
-    with torch.no_grad():
-        return model, first_step(model, prompt)  # prefill, eagerly: the decode step is what runs
-{%- else %}
-    return model, to_device(example_inputs(), ranks.device)
-{%- endif %}
+    model = build_model().to(where.device).eval()
+    if project.TENSOR_PARALLEL:
+        model = where.shard(model, parallel_plan(where.size))
+    dummy_input = to_device(example_inputs(), where.device)
+    if project.DECODE:
+        (prompt,) = dummy_input
+        with torch.no_grad():
+            dummy_input = first_step(model, prompt)
+    return model, dummy_input
 
 
-def graph_of(model: torch.nn.Module, backend: Backend, ranks: Ranks) -> Call:
-    """`model` in graph mode, compiled as the MRE compiles it."""
-{%- else -%}
-def seeded_model(backend: Backend) -> tuple[torch.nn.Module, tuple[Any, ...]]:
-    """build_model() and its inputs on the backend's device, seeded as in the MRE."""
-    torch.manual_seed(0)
-    model = build_model().to(backend.device).eval()
-{%- if decode %}
-    (prompt,) = to_device(example_inputs(), backend.device)
-    with torch.no_grad():
-        return model, first_step(model, prompt)  # prefill, eagerly: the decode step is what runs
-{%- else %}
-    return model, to_device(example_inputs(), backend.device)
-{%- endif %}
+def graph_of(model: torch.nn.Module, backend: Backend, ranks: Ranks | None = None) -> Call:
+    """`model` in graph mode, compiled as the MRE compiles it.
 
+    With tensor parallelism, `ranks` is this process's rank: in cache_compile mode each rank writes
+    and loads its own cache.
+    """
+    if project.CACHE_COMPILE:
+        from .compile_cache import CachedModel
 
-def graph_of(model: torch.nn.Module, backend: Backend) -> Call:
-    """`model` in graph mode, compiled as the MRE compiles it."""
-{%- endif %}
-{%- if cache %}
-    return CachedModel(model{{ ", **ranks.cache_keywords()" if tp else "" }})
-{%- else %}
+        return CachedModel(model, **({} if ranks is None else ranks.cache_keywords()))
     return torch.compile(
         model,
         backend=backend.name,
@@ -215,21 +216,20 @@ def graph_of(model: torch.nn.Module, backend: Backend) -> Call:
         dynamic=False,
         options=backend.options,
     )
-{%- endif %}
 
 
-{% if decode -%}
-{% if tp -%}
-def build(backend: Backend, ranks: Ranks) -> tuple[torch.nn.Module, DecodeGraphs, torch.Tensor]:
-    """The sharded model run eagerly, its decode step in graph mode at every capture size, and
-    the prompt: generate's own (generate.build), so bench times what generate runs."""
-    model, graphs = generate.build(backend, ranks)
-{%- else -%}
-def build(backend: Backend) -> tuple[torch.nn.Module, DecodeGraphs, torch.Tensor]:
-    """The model, its decode step in graph mode at every capture size, and the prompt:
-    generate's own (generate.build), so bench times what generate runs."""
-    model, graphs = generate.build(backend)
-{%- endif %}
+def build(backend: Backend, ranks: Ranks | None = None) -> tuple[torch.nn.Module, Call, Any]:
+    """What bench times: the model run eagerly, graph mode, and what they run on, seeded (and with
+    tensor parallelism, `ranks`, sharded) as in the MRE.
+
+    In a decode project: the model, its decode step in graph mode at every capture size, and the
+    prompt; the model and its graphs are generate's own (generation.build), so bench times what
+    generate runs. Elsewhere: the model, its graph and its inputs.
+    """
+    if not project.DECODE:
+        model, dummy_input = seeded_model(backend if ranks is None else ranks)
+        return model, graph_of(model, backend, ranks), dummy_input
+    model, graphs = build_decode(backend, ranks)
     (prompt,) = to_device(example_inputs(), graphs.device)
     if prompt.shape[1] >= graphs.limits.max_seq_len:
         raise ContractError(
@@ -238,20 +238,8 @@ def build(backend: Backend) -> tuple[torch.nn.Module, DecodeGraphs, torch.Tensor
             "shorten the prompt or raise MAX_SEQ_LEN in model.py"
         )
     return model, graphs, prompt
-{%- elif tp -%}
-def build(backend: Backend, ranks: Ranks) -> tuple[torch.nn.Module, Call, tuple[Any, ...]]:
-    """The sharded model run eagerly, its graph, and the inputs, seeded and sharded as in the MRE."""
-    model, dummy_input = seeded_model(ranks)
-    return model, graph_of(model, backend, ranks), dummy_input
-{%- else -%}
-def build(backend: Backend) -> tuple[torch.nn.Module, Call, tuple[Any, ...]]:
-    """The eager callable, the graph callable and the inputs, seeded as in the MRE."""
-    model, dummy_input = seeded_model(backend)
-    return model, graph_of(model, backend), dummy_input
-{%- endif %}
 
 
-{% if not decode -%}
 def time_first_call(graph: Call, dummy_input: tuple[Any, ...], device: str) -> float:
     """Seconds for the first graph call: Dynamo, AOT autograd and, on an NPU, the capture."""
     started = time.perf_counter()
@@ -260,7 +248,6 @@ def time_first_call(graph: Call, dummy_input: tuple[Any, ...], device: str) -> f
     return time.perf_counter() - started
 
 
-{% endif -%}
 def compare_outputs(
     eager: torch.nn.Module, graph: Call, dummy_input: tuple[Any, ...]
 ) -> str | None:
@@ -273,17 +260,14 @@ def compare_outputs(
     output = clone(graph(*dummy_input))
     graph_state = save(eager)
     restore(eager, start)
-{%- if decode %}
-    # The graph side hands back the logits alone, as generate reads them.
-    expected = logits_of(eager(*dummy_input))
-{%- else %}
     expected = eager(*dummy_input)
-{%- endif %}
+    if project.DECODE:
+        # The graph side hands back the logits alone, as generate reads them.
+        expected = logits_of(expected)
     eager_state = save(eager)
     restore(eager, start)
     found = mismatches(output, expected) + state_mismatches(graph_state, eager_state)
     return "\n".join(map(str, found)) or None
-{%- if decode %}
 
 
 def rows_of(prompt: torch.Tensor, batch: int) -> torch.Tensor:
@@ -307,7 +291,6 @@ def check_sizes(model: torch.nn.Module, graphs: DecodeGraphs, prompt: torch.Tens
     first, *others = differ
     also = f" (batch {', '.join(map(str, others))} too)" if others else ""
     return f"at batch {first}{also}:\n{differ[first]}"
-{%- endif %}
 
 
 def counter_snapshot() -> dict[str, int]:
@@ -326,17 +309,22 @@ def device_events(device: str) -> tuple[Any, Any] | None:
     return torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
 
 
+def call_through(fn: Call, dummy_input: tuple[Any, ...]) -> None:
+    """Call `fn` on `dummy_input` until it is done on the host. With tensor parallelism that
+    includes its collectives: a sharded layer run eagerly hands back its all-reduce still in
+    flight, which a call nobody reads would otherwise leave out."""
+    output = fn(*dummy_input)
+    if project.TENSOR_PARALLEL:
+        wait_collectives(output)
+
+
 def time_call(fn: Call, dummy_input: tuple[Any, ...], device: str) -> tuple[float, float | None]:
     """One call's wall-clock ms until the device is done, and its device ms on an NPU."""
     events = device_events(device)
     started = time.perf_counter()
     if events:
         events[0].record()
-{%- if tp %}
-    wait_collectives(fn(*dummy_input))
-{%- else %}
-    fn(*dummy_input)
-{%- endif %}
+    call_through(fn, dummy_input)
     if events:
         events[1].record()
     synchronize(device)
@@ -351,32 +339,22 @@ def measure(
     warmup: int,
     iters: int,
     progress: Progress,
-{%- if decode %}
-    before: Callable[[], None],
-    what: str,
-{%- endif %}
+    before: Callable[[], None] | None = None,
+    what: str | None = None,
 ) -> Run:
-{%- if decode %}
     """Warm each call up, then time `iters` iterations of one call of each.
 
-    `before()` runs, untimed, before every call: it puts back the state each call starts from.
-    `what` names the loop in the progress line.
+    `before()`, if given, runs untimed before every call: it puts back the state each call starts
+    from (a decode step's). `what`, if given, names the loop in the progress line.
     """
-{%- else %}
-    """Warm each call up, then time `iters` iterations of one call of each."""
-{%- endif %}
     pair = list(calls.items())
+    status = f"bench: {what}: " if what else "bench: "
     for step in range(warmup):
-        progress.show(f"bench: {{ "{what}: " if decode else "" }}warming up {step + 1}/{warmup}")
+        progress.show(f"{status}warming up {step + 1}/{warmup}")
         for _, fn in pair:
-{%- if decode %}
-            before()
-{%- endif %}
-{%- if tp %}
-            wait_collectives(fn(*dummy_input))
-{%- else %}
-            fn(*dummy_input)
-{%- endif %}
+            if before is not None:
+                before()
+            call_through(fn, dummy_input)
     synchronize(device)
     run = Run(
         counters_before=counter_snapshot(),
@@ -388,12 +366,11 @@ def measure(
     gc.disable()
     try:
         for step in range(iters):
-            progress.show(f"bench: {{ "{what}: " if decode else "" }}timing {step + 1}/{iters}")
+            progress.show(f"{status}timing {step + 1}/{iters}")
             # Alternate which goes first, so neither always runs on the other's warm caches.
             for name, fn in pair if step % 2 == 0 else reversed(pair):
-{%- if decode %}
-                before()
-{%- endif %}
+                if before is not None:
+                    before()
                 host_ms, device_ms = time_call(fn, dummy_input, device)
                 run.host_ms[name].append(host_ms)
                 if device_ms is not None:
@@ -403,7 +380,6 @@ def measure(
             gc.enable()
     run.counters_after = counter_snapshot()
     return run
-{%- if decode %}
 
 
 def put_back(model: torch.nn.Module, state: State, device: str) -> Callable[[], None]:
@@ -458,7 +434,6 @@ def measure_sizes(
         runs.append(SizeRun(size, dummy_input, prefill_run, step_run))
     restore(model, start)
     return runs
-{%- endif %}
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -510,7 +485,27 @@ def changed(run: Run) -> list[str]:
     return [k for k in keys if run.counters_before.get(k) != run.counters_after.get(k)]
 
 
-{% if decode -%}
+def note(backend: Backend) -> str | None:
+    """The result's note: None when npugraph_ex ran, else that a stand-in's numbers mean little."""
+    return None if backend.is_npugraph_ex else STAND_IN_NOTE.format(backend=backend.name)
+
+
+def summarize(
+    backend: Backend, dummy_input: tuple[Any, ...], warmup: int, compile_s: float, run: Run
+) -> dict[str, Any]:
+    """A forward project's result as one JSON-ready dict; the table is rendered from it too."""
+    return {
+        **header(backend, dummy_input),
+        "iters": len(run.host_ms["graph"]),
+        "warmup": warmup,
+        "compile_s": compile_s,
+        **timing(run),
+        "recompiled": changed(run),
+        "outputs_match": True,
+        "note": note(backend),
+    }
+
+
 def per_size(run: SizeRun) -> dict[str, Any]:
     """One capture size's figures: prefill apart, then the decode step, one token per sequence."""
     step = timing(run.step)
@@ -528,7 +523,7 @@ def per_size(run: SizeRun) -> dict[str, Any]:
     }
 
 
-def summarize(
+def summarize_sizes(
     backend: Backend,
     prompt: torch.Tensor,
     warmup: int,
@@ -536,7 +531,7 @@ def summarize(
     runs: list[SizeRun],
     recompiles: list[str],
 ) -> dict[str, Any]:
-    """The result as one JSON-ready dict; the table is rendered from it too."""
+    """A decode project's result as one JSON-ready dict; the table is rendered from it too."""
     sizes = [per_size(run) for run in runs]
     return {
         **header(backend, (prompt,)),
@@ -549,51 +544,33 @@ def summarize(
         "recompiled": sorted({name for size in sizes for name in size["recompiled"]}),
         "recompiles": recompiles,
         "outputs_match": True,
-        "note": None if backend.is_npugraph_ex else STAND_IN_NOTE.format(backend=backend.name),
+        "note": note(backend),
     }
-{%- else -%}
-def summarize(
-    backend: Backend, dummy_input: tuple[Any, ...], warmup: int, compile_s: float, run: Run
-) -> dict[str, Any]:
-    """The result as one JSON-ready dict; the table is rendered from it too."""
-    return {
-        **header(backend, dummy_input),
-        "iters": len(run.host_ms["graph"]),
-        "warmup": warmup,
-        "compile_s": compile_s,
-        **timing(run),
-        "recompiled": changed(run),
-        "outputs_match": True,
-        "note": None if backend.is_npugraph_ex else STAND_IN_NOTE.format(backend=backend.name),
-    }
-{%- endif %}
 
 
-{% if tp -%}
 def group_of(ranks: Ranks) -> dict[str, Any]:
     """The job's world size and process-group backend, as plain values every rank can send."""
     return {"size": ranks.size, "backend": ranks.backend}
 
 
 def slowness(result: dict[str, Any]) -> float:
-    """How slow a rank's graph mode was: its graph p50{{ ", summed over the capture sizes" if decode else "" }}."""
-{%- if decode %}
-    return sum(size["graph"]["p50_ms"] for size in result["sizes"])
-{%- else %}
+    """How slow a rank's graph mode was: its graph p50, in a decode project summed over the
+    capture sizes."""
+    if project.DECODE:
+        return sum(size["graph"]["p50_ms"] for size in result["sizes"])
     return result["graph"]["p50_ms"]
-{%- endif %}
 
 
 def slowest_rank(results: list[dict[str, Any]], group: dict[str, Any]) -> dict[str, Any]:
     """The result of the rank whose graph mode was slowest, naming that rank under "ranks".
 
-    A step is as slow as its slowest rank. `recompiled` lists what moved on any rank.
+    A step is as slow as its slowest rank. `recompiled` lists what moved on any rank, and in a
+    decode project `recompiles` what compiled after warm-up on any rank.
     """
     slowest = max(range(len(results)), key=lambda rank: slowness(results[rank]))
     merged = {"recompiled": sorted({name for result in results for name in result["recompiled"]})}
-{%- if decode %}
-    merged["recompiles"] = [reason for result in results for reason in result["recompiles"]]
-{%- endif %}
+    if project.DECODE:
+        merged["recompiles"] = [reason for result in results for reason in result["recompiles"]]
     return {**results[slowest], **merged, "ranks": {**group, "slowest": slowest}}
 
 
@@ -603,7 +580,6 @@ def ranks_text(ranks: dict[str, Any]) -> str:
     return f"{ranks['size']} ({ranks['backend']}), figures from rank {ranks['slowest']}, {whose}"
 
 
-{% endif -%}
 def ratio_text(speedup: dict[str, float]) -> str:
     return (
         f"{speedup['median']:.2f}x eager/graph, median per iteration "
@@ -612,31 +588,67 @@ def ratio_text(speedup: dict[str, float]) -> str:
 
 
 def recompiles_text(result: dict[str, Any]) -> str:
-    """The recompiles row: none, or what moved while timing{{ " and what compiled after warm-up" if decode else "" }}."""
-{%- if decode %}
+    """The recompiles row: none, or what moved while timing (and in a decode project, what
+    compiled after warm-up)."""
+    if not project.DECODE:
+        if result["recompiled"]:
+            return f"WARNING: {', '.join(result['recompiled'])} changed while timing"
+        return "none while timing (no recompile, no recapture)"
     warnings = list(result["recompiles"])
     if result["recompiled"]:
         warnings.insert(0, f"{', '.join(result['recompiled'])} changed while timing")
     if warnings:
         return f"WARNING: {'; '.join(warnings)}"
     return "none while timing (no recompile, no recapture after warm-up)"
-{%- else %}
-    if result["recompiled"]:
-        return f"WARNING: {', '.join(result['recompiled'])} changed while timing"
-    return "none while timing (no recompile, no recapture)"
-{%- endif %}
 
 
 def render_table(result: dict[str, Any]) -> str:
     """The result as aligned rows, for a terminal or a bug report."""
-{%- if decode %}
-    on_device = result["sizes"][0]["graph"]["device_mean_ms"] is not None
-{%- else %}
-    on_device = result["graph"]["device_mean_ms"] is not None
-{%- endif %}
+    rows = size_rows(result) if project.DECODE else forward_rows(result)
+    # Only a tensor-parallel result names its ranks.
+    if "ranks" in result:
+        rows.insert(2, ("ranks", ranks_text(result["ranks"])))
+    if result["note"]:
+        rows.append(("note", result["note"]))
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label:<{width}}  {value}".rstrip() for label, value in rows)
+
+
+def columns_of(figures: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The table's figure columns and their titles; device ms only if the device was timed."""
+    on_device = figures["graph"]["device_mean_ms"] is not None
     columns = ["p50_ms", "p95_ms", "mean_ms"] + (["device_mean_ms"] if on_device else [])
     titles = ["p50 ms", "p95 ms", "mean ms", "device ms"][: len(columns)]
-{%- if decode %}
+    return columns, titles
+
+
+def forward_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """A forward project's table rows, before the ranks row and the note."""
+    columns, titles = columns_of(result)
+    iterations = (
+        f"{result['iters']} timed, each one eager and one graph call; "
+        f"warm-up: {result['warmup']} of each"
+    )
+    return [
+        ("backend", f"{result['backend']} ({result['reason']})"),
+        ("device", result["device"]),
+        ("inputs", result["inputs"]),
+        ("iterations", iterations),
+        ("compile", f"{result['compile_s']:.3f} s (first graph call: Dynamo, AOT, capture)"),
+        ("", "".join(f"{title:>10}" for title in titles)),
+        *(
+            (mode, "".join(f"{result[mode][column]:>10.3f}" for column in columns))
+            for mode in ("eager", "graph")
+        ),
+        ("speedup", ratio_text(result["speedup"])),
+        ("recompiles", recompiles_text(result)),
+    ]
+
+
+def size_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """A decode project's table rows, each capture size's figures in turn, before the ranks row
+    and the note."""
+    columns, titles = columns_of(result["sizes"][0])
     titles.append("tokens/s")
     iterations = (
         f"{result['iters']} timed at each capture size, each one prefill, then one eager and one "
@@ -651,7 +663,7 @@ def render_table(result: dict[str, Any]) -> str:
             rate = f"{size['tokens_per_s'][mode]:>10.1f}" if mode != "prefill" else ""
             figures.append((f"  {mode}", values + rate))
         figures.append(("  speedup", ratio_text(size["speedup"])))
-    rows = [
+    return [
         ("backend", f"{result['backend']} ({result['reason']})"),
         ("device", result["device"]),
         ("prompt", result["inputs"]),
@@ -661,183 +673,130 @@ def render_table(result: dict[str, Any]) -> str:
         *figures,
         ("recompiles", recompiles_text(result)),
     ]
-{%- else %}
-    iterations = (
-        f"{result['iters']} timed, each one eager and one graph call; "
-        f"warm-up: {result['warmup']} of each"
-    )
-    rows = [
-        ("backend", f"{result['backend']} ({result['reason']})"),
-        ("device", result["device"]),
-        ("inputs", result["inputs"]),
-        ("iterations", iterations),
-        ("compile", f"{result['compile_s']:.3f} s (first graph call: Dynamo, AOT, capture)"),
-        ("", "".join(f"{title:>10}" for title in titles)),
-        *(
-            (mode, "".join(f"{result[mode][column]:>10.3f}" for column in columns))
-            for mode in ("eager", "graph")
-        ),
-        ("speedup", ratio_text(result["speedup"])),
-        ("recompiles", recompiles_text(result)),
-    ]
-{%- endif %}
-{%- if tp %}
-    if "ranks" in result:
-        rows.insert(2, ("ranks", ranks_text(result["ranks"])))
-{%- endif %}
-    if result["note"]:
-        rows.append(("note", result["note"]))
-    width = max(len(label) for label, _ in rows)
-    return "\n".join(f"{label:<{width}}  {value}".rstrip() for label, value in rows)
 
 
-{% if tp -%}
 def report_mismatch(
     backend: Backend,
     dummy_input: tuple[Any, ...],
     mismatches: list[str | None],
-    group: dict[str, Any],
+    group: dict[str, Any] | None,
     as_json: bool,
 ) -> None:
-    """Say on stderr which ranks' graph mode differs from eager, and how on the first of them.
+    """Say on stderr how graph mode differs from eager; with --json, also print a failed result.
 
-    With --json, also print a failed result.
+    `mismatches` holds each rank's (one, without tensor parallelism). With tensor parallelism
+    `group` is the job's (group_of()), and the report says which ranks differ, and how on the
+    first of them.
     """
-    failed = [rank for rank, mismatch in enumerate(mismatches) if mismatch is not None]
-    where = f"rank{'s' * (len(failed) > 1)} {', '.join(map(str, failed))}"
-    print(
-        f"bench: {backend.name} does not match eager on {where}, so nothing was timed:",
-        file=sys.stderr,
-    )
-    print(f"rank {failed[0]}: {mismatches[failed[0]]}", file=sys.stderr)
+    if group is None:
+        (mismatch,) = mismatches
+        print(f"bench: {backend.name} does not match eager, so nothing was timed:", file=sys.stderr)
+        print(mismatch, file=sys.stderr)
+        ranks = {}
+    else:
+        failed = [rank for rank, mismatch in enumerate(mismatches) if mismatch is not None]
+        where = f"rank{'s' * (len(failed) > 1)} {', '.join(map(str, failed))}"
+        print(
+            f"bench: {backend.name} does not match eager on {where}, so nothing was timed:",
+            file=sys.stderr,
+        )
+        print(f"rank {failed[0]}: {mismatches[failed[0]]}", file=sys.stderr)
+        ranks = {"ranks": {**group, "mismatched": failed}}
     if as_json:
         # The same leading keys as a full result, so a script can tell what failed where.
-        ranks = {**group, "mismatched": failed}
-        print(json.dumps({**header(backend, dummy_input), "outputs_match": False, "ranks": ranks}))
-{%- else -%}
-def report_mismatch(
-    backend: Backend, dummy_input: tuple[Any, ...], mismatch: str, as_json: bool
-) -> None:
-    """Say on stderr how graph mode and eager differ; with --json, also print a failed result."""
-    print(f"bench: {backend.name} does not match eager, so nothing was timed:", file=sys.stderr)
-    print(mismatch, file=sys.stderr)
-    if as_json:
-        # The same leading keys as a full result, so a script can tell what failed where.
-        print(json.dumps({**header(backend, dummy_input), "outputs_match": False}))
-{%- endif %}
+        print(json.dumps({**header(backend, dummy_input), "outputs_match": False, **ranks}))
+
+
+def joined(backend: Backend) -> contextlib.AbstractContextManager[Ranks | None]:
+    """With tensor parallelism, this process's rank in the job while bench runs (plain python: a
+    job of one rank); elsewhere None."""
+    if project.TENSOR_PARALLEL:
+        return tensor_parallel(backend.device)
+    return contextlib.nullcontext()
+
+
+def alone(value: Any) -> list[Any]:
+    """`value` gathered from every rank, when this process is the only one."""
+    return [value]
+
+
+def benchmark(
+    backend: Backend, args: argparse.Namespace, progress: Progress, ranks: Ranks | None
+) -> Outcome:
+    """Build, check that graph mode computes what eager computes, and if it does, time both.
+
+    With tensor parallelism every rank makes the same calls in the same order, so the collectives
+    pair up, and the ranks decide jointly whether to time: a rank that stopped alone would leave
+    the others in a collective.
+    """
+    gather = alone if ranks is None else ranks.gather
+    if project.DECODE:
+        model, graphs, prompt = build(backend, ranks)
+        progress.show(f"bench: warm-up: {backend.name} captures every capture size")
+        capture = graphs.warm_up()
+        progress.show("bench: comparing outputs at every capture size")
+        outcome = Outcome((prompt,), gather(check_sizes(model, graphs, prompt)))
+        if outcome.matched:
+            runs = measure_sizes(
+                model, graphs, prompt, backend.device, args.warmup, args.iters, progress
+            )
+            summary = summarize_sizes(
+                backend, prompt, args.warmup, capture, runs, graphs.recompiles
+            )
+            outcome.results = gather(summary)
+        return outcome
+    eager, graph, dummy_input = build(backend, ranks)
+    progress.show(f"bench: first {backend.name} call (compile and capture)")
+    compile_s = time_first_call(graph, dummy_input, backend.device)
+    progress.show("bench: comparing outputs")
+    outcome = Outcome(dummy_input, gather(compare_outputs(eager, graph, dummy_input)))
+    if outcome.matched:
+        run = measure(
+            {"eager": eager, "graph": graph},
+            dummy_input,
+            backend.device,
+            args.warmup,
+            args.iters,
+            progress,
+        )
+        outcome.results = gather(summarize(backend, dummy_input, args.warmup, compile_s, run))
+    return outcome
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Run the benchmark and print the result; return the exit status."""
     args = parse_args(argv, prog)
     if args.backend:
-        # Before anything is built: select_backend() reads it
-{%- if cache %}, and so does CachedModel's cache_compile{% endif %}.
+        # Before anything is built: select_backend() reads it, and so does cache_compile in
+        # cache_compile mode (CachedModel).
         os.environ[BACKEND_ENV] = args.backend
     try:
         backend = select_backend()
     except (RuntimeError, ValueError) as error:
         print(f"bench: {error}", file=sys.stderr)
         return 2
-{%- if tp %}
-    with torch.no_grad(), tensor_parallel(backend.device) as ranks:
-        group = group_of(ranks)
-        progress = Progress(quiet=not ranks.is_first)
+    with torch.no_grad(), joined(backend) as ranks:
+        # Rank 0 alone prints; without tensor parallelism this process is the only rank.
+        first = ranks is None or ranks.is_first
+        group = None if ranks is None else group_of(ranks)
+        progress = Progress(quiet=not first)
         try:
-{%- if decode %}
-            model, graphs, prompt = build(backend, ranks)
-            progress.show(f"bench: warm-up: {backend.name} captures every capture size")
-            capture = graphs.warm_up()
-            progress.show("bench: comparing outputs at every capture size")
-            # Decided jointly: a rank that stopped here would leave the others in a collective.
-            mismatches = ranks.gather(check_sizes(model, graphs, prompt))
-            if all(mismatch is None for mismatch in mismatches):
-                # Every rank makes the same calls in the same order, so the collectives pair up.
-                runs = measure_sizes(
-                    model, graphs, prompt, backend.device, args.warmup, args.iters, progress
-                )
-                summary = summarize(backend, prompt, args.warmup, capture, runs, graphs.recompiles)
-                results = ranks.gather(summary)
-{%- else %}
-            eager, graph, dummy_input = build(backend, ranks)
-            progress.show(f"bench: first {backend.name} call (compile and capture)")
-            compile_s = time_first_call(graph, dummy_input, backend.device)
-            progress.show("bench: comparing outputs")
-            # Decided jointly: a rank that stopped here would leave the others in a collective.
-            mismatches = ranks.gather(compare_outputs(eager, graph, dummy_input))
-            if all(mismatch is None for mismatch in mismatches):
-                # Every rank makes the same calls in the same order, so the collectives pair up.
-                run = measure(
-                    {"eager": eager, "graph": graph},
-                    dummy_input,
-                    backend.device,
-                    args.warmup,
-                    args.iters,
-                    progress,
-                )
-                summary = summarize(backend, dummy_input, args.warmup, compile_s, run)
-                results = ranks.gather(summary)
-{%- endif %}
+            outcome = benchmark(backend, args, progress, ranks)
         except ContractError as error:
             # Every rank reads the same model.py: each refuses it alike.
             progress.clear()
-            if ranks.is_first:
+            if first:
                 print(f"bench: {error}", file=sys.stderr)
             return 2
         finally:
             progress.clear()
-    if any(mismatch is not None for mismatch in mismatches):
-        if ranks.is_first:
-            report_mismatch(backend, {{ "(prompt,)" if decode else "dummy_input" }}, mismatches, group, args.json)
+    if not outcome.matched:
+        if first:
+            report_mismatch(backend, outcome.dummy_input, outcome.mismatches, group, args.json)
         return 1
-    if not ranks.is_first:
+    if not first:
         return 0
-    result = slowest_rank(results, group)
-{%- else %}
-    progress = Progress()
-    try:
-        with torch.no_grad():
-{%- if decode %}
-            model, graphs, prompt = build(backend)
-            progress.show(f"bench: warm-up: {backend.name} captures every capture size")
-            capture = graphs.warm_up()
-            progress.show("bench: comparing outputs at every capture size")
-            mismatch = check_sizes(model, graphs, prompt)
-            if mismatch is None:
-                runs = measure_sizes(
-                    model, graphs, prompt, backend.device, args.warmup, args.iters, progress
-                )
-{%- else %}
-            eager, graph, dummy_input = build(backend)
-            progress.show(f"bench: first {backend.name} call (compile and capture)")
-            compile_s = time_first_call(graph, dummy_input, backend.device)
-            progress.show("bench: comparing outputs")
-            mismatch = compare_outputs(eager, graph, dummy_input)
-            if mismatch is None:
-                run = measure(
-                    {"eager": eager, "graph": graph},
-                    dummy_input,
-                    backend.device,
-                    args.warmup,
-                    args.iters,
-                    progress,
-                )
-{%- endif %}
-    except ContractError as error:
-        progress.clear()
-        print(f"bench: {error}", file=sys.stderr)
-        return 2
-    finally:
-        progress.clear()
-    if mismatch is not None:
-        report_mismatch(backend, {{ "(prompt,)" if decode else "dummy_input" }}, mismatch, args.json)
-        return 1
-{%- if decode %}
-    result = summarize(backend, prompt, args.warmup, capture, runs, graphs.recompiles)
-{%- else %}
-    result = summarize(backend, dummy_input, args.warmup, compile_s, run)
-{%- endif %}
-{%- endif %}
+    result = outcome.results[0] if group is None else slowest_rank(outcome.results, group)
     print(json.dumps(result) if args.json else render_table(result))
     if result["recompiled"]:
         print(
@@ -846,11 +805,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             " input addresses?)",
             file=sys.stderr,
         )
-{%- if decode %}
-    for reason in result["recompiles"]:
-        # Warm-up captured every size: a later compile means a size or a position it missed.
-        print(f"bench: warning: after warm-up, {reason}", file=sys.stderr)
-{%- endif %}
+    if project.DECODE:
+        for reason in result["recompiles"]:
+            # Warm-up captured every size: a later compile means a size or a position it missed.
+            print(f"bench: warning: after warm-up, {reason}", file=sys.stderr)
     return 0
 
 
