@@ -114,8 +114,9 @@ MUTATIONS = (
     Mutation(
         "npu export compiles with fullgraph=False",
         f"{TOOLKIT}/export.py",
-        '    ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),',
-        '    ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),\n    ("fullgraph=True", "fullgraph=False"),',
+        '        ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),',
+        '        ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),\n'
+        '        ("fullgraph=True", "fullgraph=False"),',
         "tests/test_export.py -k npu_target",
         DEFAULT,
     ),
@@ -447,11 +448,12 @@ MUTATIONS = (
         "tests/test_bake.py -k 'sorting_first and sorts-first-npugraph_ex-none'",
     ),
     Mutation(
-        "an npugraph_ex project keeps cache_compile's export rule",
+        "an npugraph_ex project gets cache_compile's export rules",
         f"{TOOLKIT}/export.py",
-        "{%- elif cache %}\n    (\n",
-        "{%- else %}\n    (\n",
-        "tests/test_bake.py -k 'mode_not_chosen and npugraph_ex-none'",
+        "    if not project.CACHE_COMPILE:\n        literals.append(",
+        "    if project.CACHE_COMPILE:\n        literals.append(",
+        "tests/test_export.py -k npu_target",
+        DEFAULT,
     ),
     Mutation(
         "backend probe lets a half-sourced CANN's bare Exception through",

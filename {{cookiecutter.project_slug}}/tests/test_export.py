@@ -25,12 +25,15 @@ from torch import nn
 
 import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }} import mre
-from {{ cookiecutter.package_name }}.toolkit import backend, export
+from {{ cookiecutter.package_name }}.toolkit import backend, export, project
 from {{ cookiecutter.package_name }}.toolkit.backend import npu_status
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same
 
 TARGETS = ["npu", "portable"]
 PACKAGE = "{{ cookiecutter.package_name }}"
+SETUP = "mode {{ cookiecutter.mode }}, custom op {{ cookiecutter.custom_op }}
+{%- if cookiecutter.custom_op != "none" %} ({{ cookiecutter.op_registration }}){% endif %}"
+"""How the header names this project's setup."""
 MISSING = "a_module_this_machine_lacks"
 """A module the written file imports in the tests that make it fail when run."""
 FAILS_HERE = "and so does the MRE run here in an empty folder, with the same error"
@@ -369,7 +372,7 @@ def test_a_data_file_the_model_reads_is_named_and_refused(data_file_exports, how
 def test_header_names_project_setup_and_versions(export_text):
     """The docstring says which project, mode and versions produced the file."""
     header = export_text("npu").split('"""')[1]
-    assert export.PROJECT in header
+    assert project.PROJECT in header
     assert "mode {{ cookiecutter.mode }}" in header
     assert f"torch {torch.__version__}" in header
 
@@ -858,8 +861,8 @@ def test_header_names_the_versions_it_was_exported_with(monkeypatch, npu_version
     npu = npu_version or "not installed"
     assert export.header("portable") == (
         '"""Minimal reproducible example: one graph-mode inference step of the model.\n\n'
-        f"Exported by {export.PROJECT} (python -m {PACKAGE} export) for target portable.\n"
-        f"Project setup: {export.SETUP}.\n"
+        f"Exported by {project.PROJECT} (python -m {PACKAGE} export) for target portable.\n"
+        f"Project setup: {SETUP}.\n"
         f"Versions: Python 3.11.9, torch 2.11.0, torch_npu {npu}.\n"
         'Runs anywhere: npugraph_ex on a usable Ascend NPU, the aot_eager stand-in elsewhere.\n"""\n'
     )

@@ -320,6 +320,132 @@ def infer_one_step():
     )
 
 
+SETTINGS_MRE = """\
+from .toolkit.helpers import show
+
+
+def infer_one_step():
+    return show(1)
+"""
+SETTINGS_HELPERS = '''\
+from . import project
+
+CACHE_DIR = project.CACHE_DIR
+"""The cache folder."""
+
+
+def show(value):
+    # Only a decode project imports decode.py, which the others lack.
+    if project.DECODE:
+        from .decode import first
+
+        value = first(value)
+    loaded = project.CACHE_COMPILE and value > 0
+    # Each setting the toolkit reads, and the branch it takes.
+    if project.TENSOR_PARALLEL:
+        kind = "ranks"
+    elif project.CUSTOM_OP == "in_place":
+        kind = "in place"
+    else:
+        kind = "plain" if not project.CACHE_COMPILE else "cached"
+    return (
+        f"`python -m {project.PACKAGE} check` for {value}: {kind}, {loaded}",
+        f"python -m {project.PACKAGE} bench",
+        CACHE_DIR,
+    )
+'''
+SETTINGS_DECODE = """\
+def first(value):
+    return value + 1
+"""
+
+
+@pytest.mark.parametrize("decode", [False, True])
+def test_the_settings_a_toolkit_module_reads_are_written_as_this_project_takes_them(
+    project, monkeypatch, decode
+):
+    """A toolkit module reads this project's settings (`project.DECODE`) when it runs; the file
+    reads none: each is its value, each branch on one cut to the side taken, with the comments
+    above a branch left out, and the module a branch imports travels in that branch's place."""
+    for name, value in {
+        "DECODE": decode,
+        "CACHE_COMPILE": True,
+        "TENSOR_PARALLEL": False,
+        "CUSTOM_OP": "in_place",
+        "PACKAGE": "snippet",
+        "CACHE_DIR": ".cache",
+    }.items():
+        monkeypatch.setattr(export.project, name, value)
+    files = {"mre.py": SETTINGS_MRE, "toolkit/helpers.py": SETTINGS_HELPERS}
+    if decode:
+        files["toolkit/decode.py"] = SETTINGS_DECODE
+    project(files)
+    first = "\n\ndef first(value):\n    return value + 1\n" if decode else ""
+    decoding = "    value = first(value)\n" if decode else ""
+    cache_dir = 'CACHE_DIR = ".cache"\n"""The cache folder."""\n'
+    text = PRELUDE + cache_dir + first + "\n\ndef show(value):\n" + decoding
+    assert (
+        body(export.export("portable"))
+        == text
+        + """\
+    loaded = value > 0
+    kind = "in place"
+    return (
+        f"`python -m snippet check` for {value}: {kind}, {loaded}",
+        "python -m snippet bench",
+        CACHE_DIR,
+    )
+
+
+def infer_one_step():
+    return show(1)
+"""
+    )
+
+
+def test_type_hints_of_a_module_the_file_does_not_carry_are_left_out(project):
+    """Names a toolkit module imports for type hints only (`if TYPE_CHECKING:`) stay behind; a
+    hint that names one the file does not define is left out, one that it defines stays."""
+    project(
+        {
+            "mre.py": SETTINGS_MRE,
+            "toolkit/helpers.py": """\
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .shapes import Shape
+
+if TYPE_CHECKING:
+    from .parallel import Ranks
+    from .shapes import Shape
+
+
+def show(value: int, shape: Shape | None = None, ranks: Ranks | None = None) -> Ranks:
+    return Shape(value)
+""",
+            "toolkit/shapes.py": "class Shape(tuple):\n    pass\n",
+        }
+    )
+    assert (
+        body(export.export("portable"))
+        == "from __future__ import annotations\n\n"
+        + PRELUDE
+        + """
+class Shape(tuple):
+    pass
+
+
+def show(value: int, shape: Shape | None = None, ranks=None):
+    return Shape(value)
+
+
+def infer_one_step():
+    return show(1)
+"""
+    )
+
+
 def test_a_table_filled_after_the_class_it_holds_follows_that_class(project, tmp_path):
     """A statement that fills a table with a class's method (`TABLE["x"] = Cls.x`, as a registry
     or a mutation tester writes it) travels after the class, though the class reads the table:

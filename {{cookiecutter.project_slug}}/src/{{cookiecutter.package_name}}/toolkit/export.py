@@ -1,8 +1,6 @@
-{%- set cache = cookiecutter.mode == "cache_compile" -%}
-{%- set op_plugin = cookiecutter.custom_op != "none" and cookiecutter.op_registration == "op_plugin" -%}
 """Write what the MRE runs as one self-contained .py file for a bug report, and verify it.
 
-    python -m {{ cookiecutter.package_name }} export [-o FILE] [--target npu|portable]
+    python -m <package> export [-o FILE] [--target npu|portable]
 
 The file is mre.py itself, bundled with everything of this project it imports, transitively:
 your model.py and its sibling modules (relative or absolute imports), the custom operator's
@@ -10,9 +8,11 @@ registration, and the few helpers of this toolkit that the MRE calls. Third-part
 imports (`import transformers`). It keeps the seed's shape: imports, definitions, then
 def infer_one_step() with its fixed names, then the __main__ guard.
 
-`--target npu` (default) writes the literal npugraph_ex form (.npu(), {{ "torch.npu.npugraph_ex.inference.cache_compile" if cache else 'backend="npugraph_ex"' }})
-for a machine with torch_npu and CANN; `portable` keeps the fallback to the aot_eager stand-in,
-so the same file also runs on a CPU.
+`--target npu` (default) writes the literal npugraph_ex form (.npu(), backend="npugraph_ex", or
+under cache_compile torch.npu.npugraph_ex.inference.cache_compile) for a machine with torch_npu
+and CANN; `portable` keeps the fallback to the aot_eager stand-in, so the same file also runs on a
+CPU. Either way the file holds this project's settings as the code it runs: a branch on a setting
+(`if project.DECODE:`) keeps only the side this project takes.
 
 Before it writes the file, the tool runs it: in a fresh process, in an empty folder, with this
 project unimportable, while the project's MRE runs here; the outputs must match within each
@@ -37,76 +37,48 @@ import io
 import json
 import os
 import platform
-{%- if op_plugin %}
 import re
-{%- endif %}
 import subprocess
 import symtable
 import sys
 import tempfile
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import project
+
 PACKAGE = __package__.rpartition(".")[0]
 TOOLKIT = __package__
 ENTRY = f"{PACKAGE}.mre"
-PROJECT = "{{ cookiecutter.project_slug }}"
-SETUP = "mode {{ cookiecutter.mode }}, custom op {{ cookiecutter.custom_op }}
-{%- if cookiecutter.custom_op != "none" %} ({{ cookiecutter.op_registration }}){% endif %}"
 LINE_LENGTH = 100
 HOW = {
     "npu": "Runs on an Ascend NPU: torch_npu installed and CANN's set_env.sh sourced.",
     "portable": "Runs anywhere: npugraph_ex on a usable Ascend NPU, the aot_eager stand-in elsewhere.",
 }
-# The npu target spells out what select_backend() decides on an NPU, in the seed's literal form.
-# Each is (text in this project's sources, text in the exported file).
-NPU_LITERALS = (
-    (
-        "backend = select_backend()",
-        'backend = Backend("npugraph_ex", "npu", "the npu target of the export")',
-    ),
-    ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),
-{%- if not cache %}
-    ("backend=backend.name,", 'backend="npugraph_ex",'),
-{%- endif %}
-    (".to(backend.device)", ".npu()"),
-{%- if cookiecutter.parallel == "tensor_parallel" %}
-    # tensor_parallel() has made npu:<LOCAL_RANK> the current device.
-    (".to(ranks.device)", ".npu()"),
-{%- endif %}
-{%- if cache and cookiecutter.parallel == "tensor_parallel" %}
-    (
+
+
+def npu_literals() -> list[tuple[str, str]]:
+    """What select_backend() decides on an NPU, in the seed's literal form, for the npu target:
+    each is (text in this project's sources, text in the exported file)."""
+    literals = [
         (
-            "self.cached_forward = cache_compile(\n"
-            "            self._forward, dynamic=False, cache_dir=cache_dir, **ranks\n"
-            "        )"
+            "backend = select_backend()",
+            'backend = Backend("npugraph_ex", "npu", "the npu target of the export")',
         ),
-        (
-            "self.cached_forward = torch.npu.npugraph_ex.inference.cache_compile(\n"
-            "            self._forward,\n"
-            "            dynamic=False,\n"
-            "            cache_dir=cache_dir,\n"
-            "            options=NPUGRAPH_EX_OPTIONS,\n"
-            "            **ranks,\n"
-            "        )"
-        ),
-    ),
-{%- elif cache %}
-    (
-        "self.cached_forward = cache_compile(self._forward, dynamic=False, cache_dir=cache_dir)",
-        (
-            "self.cached_forward = torch.npu.npugraph_ex.inference.cache_compile(\n"
-            "            self._forward,\n"
-            "            dynamic=False,\n"
-            "            cache_dir=cache_dir,\n"
-            "            options=NPUGRAPH_EX_OPTIONS,\n"
-            "        )"
-        ),
-    ),
-{%- endif %}
-)
-# Where the names that NPU_LITERALS write are defined.
+        ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),
+    ]
+    if not project.CACHE_COMPILE:
+        literals.append(("backend=backend.name,", 'backend="npugraph_ex",'))
+    literals.append((".to(backend.device)", ".npu()"))
+    if project.TENSOR_PARALLEL:
+        # tensor_parallel() has made npu:<LOCAL_RANK> the current device.
+        literals.append((".to(ranks.device)", ".npu()"))
+    return literals
+
+
+# Where the names that the npu literals write are defined.
 LITERAL_NAMES = {"Backend": f"{TOOLKIT}.backend", "NPUGRAPH_EX_OPTIONS": f"{TOOLKIT}.backend"}
 SCRIPT_NAMES = {"__file__", "__builtins__", "__cached__", "__annotations__"}
 """What Python defines in every script beside the builtins (which hold __name__, __spec__, ...)."""
@@ -123,14 +95,12 @@ os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 LOCATING_NAMES = {"__file__", "__spec__", "__path__", "__loader__"}
 LOCATING_MODULES = {"importlib.resources", "importlib_resources", "pkgutil"}
 CODE_SUFFIXES = {".py", ".pyc", ".pyi", ".pyd", ".so"}
-{%- if op_plugin %}
-NOT_DATA = {"py.typed", "op_plugin_functions.yaml"}
-"""Files of the package that are not data the model reads: a marker, and the yaml whose schema
-the bundle holds as a string (inline_calls)."""
-{%- else %}
-NOT_DATA = {"py.typed"}
-"""Files of the package that are not data the model reads: a marker."""
-{%- endif %}
+
+
+def not_data() -> set[str]:
+    """Files of the package that are not data the model reads: a marker, and with an op-plugin op
+    the yaml whose schema the bundle holds as a string (inline_calls)."""
+    return {"py.typed", "op_plugin_functions.yaml"} if project.OP_PLUGIN else {"py.typed"}
 
 
 class BundleError(Exception):
@@ -159,6 +129,11 @@ class Module:
     # Local name → the import statement that binds it, for everything outside the project.
     external: dict[str, ast.stmt] = field(default_factory=dict)
     future_annotations: bool = False
+    settings: set[str] = field(default_factory=set)
+    """Local names of the toolkit's project module (`from . import project`): the file holds the
+    values it reads (specialize)."""
+    type_only: set[str] = field(default_factory=set)
+    """Names imported under `if TYPE_CHECKING:`, for annotations only (drop_annotations)."""
 
 
 def is_project(module: str) -> bool:
@@ -256,35 +231,16 @@ def load(name: str, target: str) -> Module:
             continue  # the module docstring
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             module.future_annotations = True
-        elif isinstance(node, ast.ImportFrom) and (node.level or is_project(node.module or "")):
-            origin = absolute(module, node)
-            for alias in node.names:
-                local = alias.asname or alias.name
-                if is_module(f"{origin}.{alias.name}"):
-                    module.project_modules.append(f"{origin}.{alias.name}")
-                    module.project_names[local] = (f"{origin}.{alias.name}", "")
-                else:
-                    module.project_names[local] = (origin, alias.name)
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if is_project(alias.name):
-                    raise BundleError(
-                        f"{path.name}:{node.lineno}: `import {alias.name}` binds a module object, "
-                        "which one file cannot hold; import names instead "
-                        f"(from {alias.name} import ...)"
-                    )
-                module.external[alias.asname or alias.name.split(".")[0]] = node
-        elif isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                module.external[alias.asname or alias.name] = node
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            add_import(module, node)
+        elif is_type_checking(node):
+            for child in node.body:
+                if isinstance(child, ast.Import | ast.ImportFrom):
+                    names = [alias.asname or alias.name.split(".")[0] for alias in child.names]
+                    module.type_only.update(names)
         else:
-            nested = [
-                child
-                for child in ast.walk(node)
-                if isinstance(child, ast.ImportFrom)
-                and (child.level or is_project(child.module or ""))
-            ]
-            if nested:
+            toolkit = is_toolkit(name)
+            if not toolkit and (nested := project_imports(module, node)):
                 raise BundleError(
                     f"{path.name}:{nested[0].lineno}: a project import inside a function or block "
                     "cannot be bundled; move it to the top of the module"
@@ -294,10 +250,16 @@ def load(name: str, target: str) -> Module:
                 previous = module.definitions[-1]
                 previous.text += "\n" + segment(lines, node)
                 continue
-            statement = segment(lines, node)
+            statement = specialize(segment(lines, node), module.settings)
+            if toolkit:
+                statement = hoist_imports(module, statement)
+            if not statement:
+                continue  # a branch on a setting this project does not take
             if target == "npu":
-                for project_text, literal in NPU_LITERALS:
+                for project_text, literal in npu_literals():
                     statement = statement.replace(project_text, literal)
+                if name == f"{TOOLKIT}.compile_cache":
+                    statement = literal_cache_compile(statement)
             statement = inline_calls(name, statement)
             parsed = ast.parse(statement).body[0]
             module.definitions.append(
@@ -306,17 +268,364 @@ def load(name: str, target: str) -> Module:
     return module
 
 
+def add_import(module: Module, node: ast.Import | ast.ImportFrom) -> None:
+    """Record what a top-level import binds: a project name, a project module or an import."""
+    if isinstance(node, ast.ImportFrom) and (node.level or is_project(node.module or "")):
+        origin = absolute(module, node)
+        for alias in node.names:
+            local = alias.asname or alias.name
+            if f"{origin}.{alias.name}" == f"{TOOLKIT}.project":
+                module.settings.add(local)
+            elif is_module(f"{origin}.{alias.name}"):
+                module.project_modules.append(f"{origin}.{alias.name}")
+                module.project_names[local] = (f"{origin}.{alias.name}", "")
+            else:
+                module.project_names[local] = (origin, alias.name)
+    elif isinstance(node, ast.Import):
+        for alias in node.names:
+            if is_project(alias.name):
+                raise BundleError(
+                    f"{module.path.name}:{node.lineno}: `import {alias.name}` binds a module "
+                    "object, which one file cannot hold; import names instead "
+                    f"(from {alias.name} import ...)"
+                )
+            module.external[alias.asname or alias.name.split(".")[0]] = node
+    else:
+        for alias in node.names:
+            module.external[alias.asname or alias.name] = node
+
+
+def project_imports(module: Module, node: ast.AST) -> list[ast.ImportFrom]:
+    return [
+        child
+        for child in ast.walk(node)
+        if isinstance(child, ast.ImportFrom) and (child.level or is_project(child.module or ""))
+    ]
+
+
+def is_type_checking(node: ast.stmt) -> bool:
+    """`if TYPE_CHECKING:` (or typing.TYPE_CHECKING) with no else: imports for type hints only."""
+    return (
+        isinstance(node, ast.If)
+        and ast.unparse(node.test) in {"TYPE_CHECKING", "typing.TYPE_CHECKING"}
+        and not node.orelse
+    )
+
+
 def inline_calls(module: str, statement: str) -> str:
     """Replace calls that read this project's files by their values, so the file stands alone."""
-{%- if op_plugin %}
-    if module == f"{TOOLKIT}.op_plugin":
+    if module == f"{TOOLKIT}.op_plugin":  # op-plugin projects only: the hook prunes it otherwise
         from .op_plugin import schema
 
         # Calls only, not the definition: the yaml's func becomes a string in the file.
         literal = json.dumps(schema()).replace("\\", "\\\\")
         statement = re.sub(r"(?<!def )\bschema\(\)", literal, statement)
-{%- endif %}
     return statement
+
+
+def specialize(statement: str, settings: set[str]) -> str:
+    """The statement as this project runs it, reading no setting: each `project.NAME` it reads
+    (`project` among `settings`) written as its value, then what that decides cut to the side
+    this project takes (`if`, `x if ... else y`, `and`, `or`, `not`, comparisons). Empty if the
+    whole statement is a branch not taken."""
+    if not settings:
+        return statement
+    while (step := fold_once(statement, settings)) is not None:
+        statement = step
+    return statement
+
+
+def fold_once(text: str, settings: set[str]) -> str | None:
+    """`text` with one setting, decided expression or branch folded; None if none is left."""
+    tree = ast.parse(text)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    for node in ast.walk(tree):  # outer first: an f-string before the setting it holds
+        if isinstance(node, ast.JoinedStr) and (folded := fold_fstring(text, node, settings)):
+            return folded
+        in_fstring = any(isinstance(parent, ast.JoinedStr) for parent in ancestors(node, parents))
+        if not in_fstring and (value := setting(node, settings)):
+            return replace(text, node, python_literal(value[0]))
+        if isinstance(node, ast.BoolOp) and (kept := decided(text, node)) is not None:
+            return replace(text, node, kept)
+        not_ = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+        if (not_ or isinstance(node, ast.Compare)) and (known := constant(node)):
+            return replace(text, node, python_literal(known[0]))
+        if isinstance(node, ast.IfExp) and (known := constant(node.test)):
+            return replace(text, node, source(text, node.body if known[0] else node.orelse))
+        if isinstance(node, ast.If) and (known := constant(node.test)):
+            return cut_branch(text, node, bool(known[0]), parents[node])
+    return None
+
+
+def ancestors(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> list[ast.AST]:
+    found = []
+    while node in parents:
+        node = parents[node]
+        found.append(node)
+    return found
+
+
+def setting(node: ast.AST, settings: set[str]) -> tuple[Any] | None:
+    """(value,) of `project.NAME`, a setting of a plain type; None for anything else."""
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in settings
+        and isinstance(node.ctx, ast.Load)
+        and hasattr(project, node.attr)
+    ):
+        value = getattr(project, node.attr)
+        if value is None or isinstance(value, bool | int | str):
+            return (value,)
+    return None
+
+
+def constant(node: ast.AST) -> tuple[Any] | None:
+    """(value,) of an expression of literals only (`"none" == "in_place"`); None otherwise."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        operand = constant(node.operand)
+        return None if operand is None else (not operand[0],)
+    if isinstance(node, ast.Compare):
+        values = [constant(each) for each in [node.left, *node.comparators]]
+        if None in values or any(type(op) not in COMPARISONS for op in node.ops):
+            return None
+        pairs = zip(node.ops, values, values[1:], strict=False)
+        return (all(COMPARISONS[type(op)](a[0], b[0]) for op, a, b in pairs),)  # type: ignore[index]
+    try:
+        return (ast.literal_eval(node),)
+    except (ValueError, TypeError, SyntaxError):
+        return None
+
+
+COMPARISONS = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: lambda a, b: a is b,
+    ast.IsNot: lambda a, b: a is not b,
+}
+
+
+def decided(text: str, node: ast.BoolOp) -> str | None:
+    """What `and`/`or` whose first operand is a literal comes to: that operand if it decides
+    (`False and x`), else the other operands (`True and x` is x); None if it is no literal."""
+    first = constant(node.values[0])
+    if first is None:
+        return None
+    if bool(first[0]) == isinstance(node.op, ast.Or):
+        return source(text, node.values[0])
+    joiner = " or " if isinstance(node.op, ast.Or) else " and "
+    return joiner.join(source(text, value) for value in node.values[1:])
+
+
+def fold_fstring(text: str, node: ast.JoinedStr, settings: set[str]) -> str | None:
+    """The f-string with each plain `{project.NAME}` written into its text, as the Jinja template
+    once wrote it; an f-string left with no field loses its f."""
+    fields = [
+        part.value
+        for part in node.values
+        if isinstance(part, ast.FormattedValue)
+        and part.conversion == -1
+        and part.format_spec is None
+        and setting(part.value, settings)
+    ]
+    if not fields:
+        return None
+    segment = source(text, node)
+    for attribute in fields:
+        assert isinstance(attribute, ast.Attribute)
+        assert isinstance(attribute.value, ast.Name)
+        value = str(getattr(project, attribute.attr))
+        # An f-string's own braces are doubled (written so, as this file holds no Jinja).
+        escaped = value.replace("\\", "\\\\").replace("{", "{" * 2).replace("}", "}" * 2)
+        name = r"\{\s*" + re.escape(attribute.value.id) + r"\s*\.\s*" + attribute.attr + r"\s*\}"
+        segment = re.sub(name, escaped.replace("\\", "\\\\"), segment)
+    folded = ast.parse(f"({segment})").body[0]
+    assert isinstance(folded, ast.Expr)
+    if not any(isinstance(part, ast.FormattedValue) for part in ast.walk(folded.value)):
+        segment = drop_f_prefixes(segment)
+    return replace(text, node, segment)
+
+
+def drop_f_prefixes(segment: str) -> str:
+    """The (implicitly concatenated) string `segment` with its f prefixes removed."""
+    starts = {tokenize.STRING, getattr(tokenize, "FSTRING_START", tokenize.STRING)}
+    lines = segment.split("\n")
+    cuts = []
+    for token in tokenize.generate_tokens(io.StringIO(f"({segment})").readline):
+        prefix = re.match(r"[a-zA-Z]*", token.string)
+        if token.type in starts and prefix and "f" in prefix.group().lower():
+            line, column = token.start
+            column -= line == 1  # the opening parenthesis added above
+            cuts.append((line, column + prefix.group().lower().index("f")))
+    for line, column in sorted(cuts, reverse=True):
+        lines[line - 1] = lines[line - 1][:column] + lines[line - 1][column + 1 :]
+    return "\n".join(lines)
+
+
+def python_literal(value: Any) -> str:
+    """`value` as ruff format writes it: a string in double quotes."""
+    text = repr(value)
+    if isinstance(value, str) and text.startswith("'") and '"' not in value:
+        text = f'"{text[1:-1]}"'
+    return text
+
+
+def cut_branch(text: str, node: ast.If, taken: bool, parent: ast.AST) -> str:
+    """`text` with the `if` statement `node` replaced by the branch its decided test takes; the
+    comment lines right above it, which speak of the test, go with the test."""
+    lines = text.split("\n")
+    indent = node.col_offset
+    if taken:
+        header_end = node.test.end_lineno or node.lineno
+        while lines[header_end].lstrip().startswith(")"):  # a test over several lines
+            header_end += 1
+        block = lines[header_end : node.body[-1].end_lineno]
+        kept = dedent(block, node.body[0].col_offset - indent)
+    elif not node.orelse:
+        return remove_statement(text, node, parent)
+    elif isinstance(elif_ := node.orelse[0], ast.If) and is_elif(lines, elif_):
+        line = lines[elif_.lineno - 1]
+        kept = [line[:indent] + line[indent:].replace("elif", "if", 1)]
+        kept += lines[elif_.lineno : node.end_lineno]
+    else:
+        between = range(node.body[-1].end_lineno or 0, node.orelse[0].lineno)
+        else_line = max(at for at in between if lines[at - 1].strip().startswith("else"))
+        block = lines[else_line : node.orelse[-1].end_lineno]
+        kept = dedent(block, node.orelse[0].col_offset - indent)
+    start = comments_above(lines, node.lineno)
+    return "\n".join([*lines[: start - 1], *kept, *lines[node.end_lineno :]])
+
+
+def comments_above(lines: list[str], line: int) -> int:
+    """The first of the comment lines right above `line` (from 1), or `line` itself."""
+    while line > 1 and lines[line - 2].lstrip().startswith("#"):
+        line -= 1
+    return line
+
+
+def is_elif(lines: list[str], node: ast.If) -> bool:
+    return lines[node.lineno - 1].lstrip().startswith("elif")
+
+
+def remove_statement(text: str, node: ast.stmt, parent: ast.AST) -> str:
+    """`text` without the statement `node` and the comment lines right above it; `pass` in its
+    place if its block holds nothing else, and empty if it was the whole text."""
+    lines = text.split("\n")
+    start = comments_above(lines, node.lineno)
+    blocks = [getattr(parent, name, []) for name in ("body", "orelse", "finalbody")]
+    block = next(block for block in blocks if any(statement is node for statement in block))
+    if len(block) > 1:
+        kept = []
+    elif isinstance(parent, ast.Module):
+        return ""
+    else:
+        kept = [" " * node.col_offset + "pass"]
+    end = node.end_lineno or node.lineno
+    before = lines[start - 2].rstrip() if start > 1 else ""
+    blank_after = end < len(lines) and not lines[end].strip()
+    if not kept and blank_after and (not before or before.endswith(":")):
+        end += 1  # no blank line left at the start of a block, nor two in a row
+    return "\n".join([*lines[: start - 1], *kept, *lines[end:]])
+
+
+def dedent(lines: list[str], by: int) -> list[str]:
+    return [line[min(by, len(line) - len(line.lstrip(" "))) :] for line in lines]
+
+
+def source(text: str, node: ast.AST) -> str:
+    return ast.get_source_segment(text, node) or ""
+
+
+def offset(text: str, line: int, column: int) -> int:
+    """Where in `text` the ast position (line from 1, column in UTF-8 bytes) is."""
+    lines = text.split("\n")
+    before = sum(len(each) + 1 for each in lines[: line - 1])
+    return before + len(lines[line - 1].encode()[:column].decode())
+
+
+def replace(text: str, node: ast.AST, new: str) -> str:
+    start = offset(text, node.lineno, node.col_offset)  # type: ignore[attr-defined]
+    end = offset(text, node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+    return text[:start] + new + text[end:]
+
+
+def hoist_imports(module: Module, statement: str) -> str:
+    """A toolkit statement without the project imports inside it (`from .decode import
+    first_step` in the branch that needs it): their names are the module's, for the bundle to
+    define; the file runs where the project is not."""
+    while True:
+        tree = ast.parse(statement) if statement else ast.Module(body=[], type_ignores=[])
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        nested = project_imports(module, tree)
+        if not nested:
+            return statement
+        add_import(module, nested[0])
+        statement = remove_statement(statement, nested[0], parents[nested[0]])
+
+
+def literal_cache_compile(statement: str) -> str:
+    """compile_cache's cache_compile(...) as the seed writes it on an NPU: npugraph_ex's own with
+    the npugraph_ex options; a rank's keywords (**ranks) only with tensor parallelism, which
+    alone passes any."""
+    while call := next(
+        (
+            node
+            for node in ast.walk(ast.parse(statement))
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "cache_compile"
+        ),
+        None,
+    ):
+        line = statement.split("\n")[call.lineno - 1]
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        arguments = [source(statement, argument) for argument in call.args]
+        arguments += [source(statement, kw) for kw in call.keywords if kw.arg is not None]
+        arguments.append("options=NPUGRAPH_EX_OPTIONS")
+        if project.TENSOR_PARALLEL:
+            arguments += [source(statement, kw) for kw in call.keywords if kw.arg is None]
+        inner = "".join(f"{indent}    {argument},\n" for argument in arguments)
+        literal = f"torch.npu.npugraph_ex.inference.cache_compile(\n{inner}{indent})"
+        statement = replace(statement, call, literal)
+    return statement
+
+
+def drop_annotations(text: str, names: set[str]) -> str:
+    """`text` without the annotations that name one of `names`: types imported for type hints
+    only, from a module the file does not carry (parallel.py in a project without tensor
+    parallelism), which would be undefined names in it."""
+    while True:
+        tree = ast.parse(text)
+        found = next(
+            (
+                (owner, annotation)
+                for owner in ast.walk(tree)
+                for annotation in annotations_of(owner)
+                if names & {name.id for name in ast.walk(annotation) if isinstance(name, ast.Name)}
+            ),
+            None,
+        )
+        if found is None:
+            return text
+        owner, annotation = found
+        end = offset(text, annotation.end_lineno, annotation.end_col_offset)  # type: ignore[arg-type]
+        default = ""
+        if isinstance(owner, ast.arg):  # `ranks: Ranks | None = None` becomes `ranks=None`
+            start = offset(text, owner.lineno, owner.col_offset) + len(owner.arg)
+            if text.startswith(" = ", end):
+                default, end = "=", end + 3
+        else:  # the return annotation: `) -> Ranks:` becomes `):`
+            start = text.rindex("->", 0, offset(text, annotation.lineno, annotation.col_offset))
+            start = len(text[:start].rstrip(" "))
+        text = text[:start] + default + text[end:]
+
+
+def annotations_of(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.arg) and node.annotation:
+        return [node.annotation]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns:
+        return [node.returns]
+    return []
 
 
 class Bundler:
@@ -426,7 +735,7 @@ class Bundler:
                     # It needs nothing more: `attribute` is resolved above, as `origin` means it.
                     self.emit(Definition(module.name, f"{name} = {attribute}", {name}))
         elif name in LITERAL_NAMES and name not in module.external:
-            # A name the npu target's literal form brings in (NPU_LITERALS).
+            # A name the npu target's literal form brings in (npu_literals).
             self.resolve(self.module(LITERAL_NAMES[name]), name)
         elif name in module.external:
             statement = module.external[name]
@@ -444,6 +753,11 @@ class Bundler:
         for definition in entry.definitions:
             self.emit(definition)
         self.refuse_data_files()
+        for definition in self.emitted:
+            # Type hints of a module the file does not carry: without them it holds no such name.
+            missing = self.module(definition.module).type_only - {*self.bound, *self.imports}
+            if missing:
+                definition.text = drop_annotations(definition.text, missing)
         return render(self.target, self.emitted, self.imports, self.future_annotations)
 
     def refuse_data_files(self) -> None:
@@ -497,7 +811,7 @@ def data_files(folder: Path) -> list[str]:
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder)
         hidden = any(part.startswith(".") or part == "__pycache__" for part in relative.parts)
-        known = path.suffix in CODE_SUFFIXES or path.name in NOT_DATA
+        known = path.suffix in CODE_SUFFIXES or path.name in not_data()
         if path.is_file() and not hidden and not known:
             found.append(relative.as_posix())
     return found
@@ -565,6 +879,15 @@ def isort_key(name: str) -> tuple[int, str]:
     return kind, bare.lower()
 
 
+def setup() -> str:
+    """The answers the code depends on, as the header names them: `mode npugraph_ex, custom op
+    in_place (op_plugin)`."""
+    op = project.CUSTOM_OP
+    if op != "none":
+        op += f" ({project.OP_REGISTRATION})"
+    return f"mode {project.MODE}, custom op {op}"
+
+
 def header(target: str) -> str:
     def version(distribution: str) -> str:
         try:
@@ -574,8 +897,8 @@ def header(target: str) -> str:
 
     return (
         '"""Minimal reproducible example: one graph-mode inference step of the model.\n\n'
-        f"Exported by {PROJECT} (python -m {PACKAGE} export) for target {target}.\n"
-        f"Project setup: {SETUP}.\n"
+        f"Exported by {project.PROJECT} (python -m {PACKAGE} export) for target {target}.\n"
+        f"Project setup: {setup()}.\n"
         f"Versions: Python {platform.python_version()}, torch {version('torch')}, "
         f"torch_npu {version('torch-npu')}.\n"
         f'{HOW[target]}\n"""\n'
