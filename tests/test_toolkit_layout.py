@@ -115,8 +115,13 @@ def test_an_import_of_the_users_rooms_is_found_however_it_is_written(source, roo
     assert imported_rooms(source) == rooms
 
 
+# The one tool whose input is a room: export bundles mre.py itself, reading it as a document and
+# running it to verify the bundle, and refuses loudly what it cannot read.
+READS_A_ROOM = {"export.py": {"mre"}}
+
+
 @pytest.mark.parametrize("name", toolkit_files())
 def test_the_toolkit_never_imports_the_users_rooms(name):
     """Imports point from the user's files into the toolkit, never back: a user's edit to mre.py or
     generate.py cannot silently change what a tool does."""
-    assert imported_rooms((TOOLKIT / name).read_text()) == set()
+    assert imported_rooms((TOOLKIT / name).read_text()) == READS_A_ROOM.get(name, set())
