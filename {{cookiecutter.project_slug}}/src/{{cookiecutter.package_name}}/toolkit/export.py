@@ -240,7 +240,7 @@ def load(name: str, target: str) -> Module:
                     module.type_only.update(names)
         else:
             toolkit = is_toolkit(name)
-            if not toolkit and (nested := project_imports(module, node)):
+            if not toolkit and (nested := project_imports(node)):
                 raise BundleError(
                     f"{path.name}:{nested[0].lineno}: a project import inside a function or block "
                     "cannot be bundled; move it to the top of the module"
@@ -295,7 +295,8 @@ def add_import(module: Module, node: ast.Import | ast.ImportFrom) -> None:
             module.external[alias.asname or alias.name] = node
 
 
-def project_imports(module: Module, node: ast.AST) -> list[ast.ImportFrom]:
+def project_imports(node: ast.AST) -> list[ast.ImportFrom]:
+    """The imports of this project's modules inside `node`, at any depth."""
     return [
         child
         for child in ast.walk(node)
@@ -556,9 +557,9 @@ def hoist_imports(module: Module, statement: str) -> str:
     first_step` in the branch that needs it): their names are the module's, for the bundle to
     define; the file runs where the project is not."""
     while True:
-        tree = ast.parse(statement) if statement else ast.Module(body=[], type_ignores=[])
+        tree = ast.parse(statement)
         parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        nested = project_imports(module, tree)
+        nested = project_imports(tree)
         if not nested:
             return statement
         add_import(module, nested[0])
