@@ -390,8 +390,8 @@ def test_a_real_recompile_while_timing_is_reported(capsys, monkeypatch):
     monkeypatch.setattr(model_py, "CAPTURE_SIZES", (size,))  # one size: few recompiles in all
     build = bench.build
 
-    def reads_a_global(backend, ranks):
-        model, graphs, prompt = build(backend, ranks)
+    def reads_a_global(*where):
+        model, graphs, prompt = build(*where)
 
         def step(tokens, input_pos):
             # Dynamo guards on SCALE's value: change it, and the next call recompiles.
@@ -428,7 +428,7 @@ def test_a_real_recompile_while_timing_is_reported(capsys, monkeypatch):
     """A graph that really recompiles during the timed loop is named in the result."""
     model = ReadsAGlobal()
     graph = torch.compile(model, backend="aot_eager", fullgraph=True, dynamic=False)
-    monkeypatch.setattr(bench, "build", lambda backend, ranks: (model, graph, (torch.ones(3),)))
+    monkeypatch.setattr(bench, "build", lambda *where: (model, graph, (torch.ones(3),)))
     time_call = bench.time_call
 
     recapture = "recapture_due_to_mutated_input_change_graph_0"
@@ -568,7 +568,7 @@ def test_on_an_npu_bench_waits_for_the_device_and_times_it(monkeypatch, capsys):
     npugraph_ex = Backend("npugraph_ex", "npu", "a simulated NPU")
     monkeypatch.setattr(bench, "select_backend", lambda: npugraph_ex)
     eager, graph = Plus(npu, 2.0, "eager"), Plus(npu, 0.5, "graph")
-    monkeypatch.setattr(bench, "build", lambda backend, ranks: (eager, graph, (torch.ones(2),)))
+    monkeypatch.setattr(bench, "build", lambda *where: (eager, graph, (torch.ones(2),)))
     assert bench.main([*FAST, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert (result["eager"]["device_mean_ms"], result["graph"]["device_mean_ms"]) == (2.0, 0.5)
@@ -592,8 +592,8 @@ def test_outputs_that_differ_stop_the_run(capsys, monkeypatch):
     without timing."""
     build = bench.build
 
-    def off_by_one(backend, ranks):
-        model, graphs, prompt = build(backend, ranks)
+    def off_by_one(*where):
+        model, graphs, prompt = build(*where)
 
         def step(*args):
             return plus_one(logits_of(model(*args)))
@@ -643,8 +643,8 @@ def test_outputs_that_differ_stop_the_run(capsys, monkeypatch):
 
     inputs = []
 
-    def off_by_one(backend, ranks):
-        eager, _, dummy_input = build(backend, ranks)
+    def off_by_one(*where):
+        eager, _, dummy_input = build(*where)
         inputs.append(dummy_input)
         return eager, lambda *args: tree_map_only(torch.Tensor, plus_one, eager(*args)), dummy_input
 
