@@ -402,7 +402,7 @@ COMPARISONS = {
     ast.Eq: lambda a, b: a == b,
     ast.NotEq: lambda a, b: a != b,
     ast.In: lambda a, b: a in b,
-    ast.NotIn: lambda a, b: a not in b,
+    ast.NotIn: lambda a, b: a not in b,  # codespell:ignore notin
     ast.Is: lambda a, b: a is b,
     ast.IsNot: lambda a, b: a is not b,
 }
