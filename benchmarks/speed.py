@@ -1,4 +1,5 @@
-"""Time what users wait for: a bake, a baked project's MRE, profile and tests, `import torch`.
+"""Time what users wait for: a bake (cookiecutter's and copier's), a baked project's MRE, profile
+and tests, `import torch`.
 
 The suites are those of the representative variants (tests/conftest.py), the default tier's; a
 tensor-parallel MRE runs as its users launch it, two ranks under torchrun.
@@ -14,10 +15,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from conftest import REPRESENTATIVE_VARIANTS, bake, package_of, run_in, variant_id
+from conftest import REPRESENTATIVE_VARIANTS, TEMPLATE, bake, copier_bake, package_of, run_in, variant_id
+from copier.errors import DirtyLocalWarning
 
 
 def median_seconds(action, repeats: int) -> float:
@@ -52,6 +55,19 @@ def main(repeats: int) -> None:
 
         seconds = median_seconds(bake_fresh, repeats)
         print(f"bake (default answers, in-process)    {seconds:6.2f} s")
+
+        def copier_bake_fresh() -> None:
+            # From the checkout, as `copier copy . DIR` bakes: a clone of it, uncommitted changes
+            # included (which copier warns about).
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DirtyLocalWarning)
+                copier_bake(TEMPLATE, Path(workdir) / f"copier{next(counter)}")
+
+        copier_seconds = median_seconds(copier_bake_fresh, repeats)
+        print(
+            f"copier bake (default answers)         {copier_seconds:6.2f} s"
+            f"  = {copier_seconds / seconds:.2f} x cookiecutter's (goal <= 1.5)"
+        )
         for answers in REPRESENTATIVE_VARIANTS:
             project = bake_fresh(**answers)
             tensor_parallel = answers.get("parallel") == "tensor_parallel"

@@ -275,10 +275,22 @@ def refusal(variable: str, answers: dict[str, object]) -> str:
     )
 
 
+# Cookiecutter runs this hook as a child process and reports any failed hook with a traceback of
+# its own (logger.exception in cookiecutter/hooks.py): an exit status is all this hook can return,
+# so it says what the traceback is, and how to try again without typing every answer again.
+AFTER_THE_ERRORS = (
+    "Nothing was written. The traceback cookiecutter prints next is its report of this refusal. "
+    "Fix the answers above and bake again: `cookiecutter --replay-file` with the answers it saved "
+    "in its replay folder (~/.cookiecutter_replay/), corrected, spares typing them all again."
+)
+
+
 def main() -> int:
     errors = problems(json.loads(RENDERED_ANSWERS))
     for line in errors:
         print(line, file=sys.stderr)
+    if errors:
+        print(AFTER_THE_ERRORS, file=sys.stderr)
     return 1 if errors else 0
 
 

@@ -82,6 +82,17 @@ def test_bad_answer_is_refused_with_variable_value_and_fix(tmp_path, capfd, vari
     assert not any((tmp_path / "out").iterdir())
 
 
+def test_a_refusal_says_what_the_traceback_after_it_is(tmp_path, capfd):
+    """After its ERROR lines the hook says that nothing was written, that cookiecutter's traceback
+    only reports the refusal, and how to bake again without retyping every answer."""
+    with pytest.raises(FailedHookException):
+        bake(tmp_path, workload="decode", input_shape="2, 8, 33")
+    lines = capfd.readouterr().err.splitlines()
+    assert lines[0].startswith("ERROR: input_shape='2, 8, 33' has a hidden size of 33")
+    assert lines[1] == pre_gen.AFTER_THE_ERRORS
+    assert "--replay-file" in lines[1]
+
+
 DEFAULTS = {
     "project_name": "NPU Graph Demo",
     "description": "Graph-mode inference.",
@@ -511,19 +522,20 @@ def test_each_refusal_reads_in_full(answers, line):
     assert pre_gen.problems({**DEFAULTS, **answers}) == [line]
 
 
-@pytest.mark.parametrize(
-    "answers",
-    [
-        {"model_class": "Block2", "input_shape": "1, 1", "cache_dir": "a/b"},
-        {"cache_dir": "npu_cache/"},
-        {"cache_dir": "npu_cache/LINUX"},
-        {"package_name": "p" * 32, "model_class": "Cnn", "cache_dir": "cache.d/x-y_z"},
-        {"custom_op": "in_place", "op_name": "o" * 32 + "_", "op_namespace": "n" * 32},
-        {**TP, "input_shape": "2,8,32"},
-        {"custom_op": "in_place", "op_registration": "op_plugin", "op_name": "torch"},
-        {"custom_op": "none", "op_name": "Not An Op", "op_namespace": "npu"},
-    ],
-)
+# Answers over DEFAULTS at the edge of each rule, which pass.
+EDGE_ANSWERS = [
+    {"model_class": "Block2", "input_shape": "1, 1", "cache_dir": "a/b"},
+    {"cache_dir": "npu_cache/"},
+    {"cache_dir": "npu_cache/LINUX"},
+    {"package_name": "p" * 32, "model_class": "Cnn", "cache_dir": "cache.d/x-y_z"},
+    {"custom_op": "in_place", "op_name": "o" * 32 + "_", "op_namespace": "n" * 32},
+    {**TP, "input_shape": "2,8,32"},
+    {"custom_op": "in_place", "op_registration": "op_plugin", "op_name": "torch"},
+    {"custom_op": "none", "op_name": "Not An Op", "op_namespace": "npu"},
+]
+
+
+@pytest.mark.parametrize("answers", EDGE_ANSWERS)
 def test_answers_at_the_edge_of_each_rule_pass(answers):
     """Limits are inclusive, and op answers without an op (or op-plugin's) are not checked."""
     assert pre_gen.problems({**DEFAULTS, **answers}) == []
