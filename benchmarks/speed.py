@@ -32,6 +32,18 @@ def median_seconds(action, repeats: int) -> float:
     return statistics.median(timings)
 
 
+def interleaved_medians(actions, repeats: int) -> list[float]:
+    """Each action's median time, the actions run in turn: on a machine whose load changes, each
+    sees the same conditions as the others."""
+    timings: list[list[float]] = [[] for _ in actions]
+    for _ in range(repeats):
+        for action, times in zip(actions, timings, strict=True):
+            start = time.perf_counter()
+            action()
+            times.append(time.perf_counter() - start)
+    return [statistics.median(times) for times in timings]
+
+
 def succeeds(project: Path, *command: str) -> None:
     """run_in(project, *command), stopping the benchmark if it fails: a failed run's time means
     nothing."""
@@ -53,9 +65,6 @@ def main(repeats: int) -> None:
             folder.mkdir()
             return bake(folder, **answers)
 
-        seconds = median_seconds(bake_fresh, repeats)
-        print(f"bake (default answers, in-process)    {seconds:6.2f} s")
-
         def copier_bake_fresh() -> None:
             # From the checkout, as `copier copy . DIR` bakes: a clone of it, uncommitted changes
             # included (which copier warns about).
@@ -63,7 +72,8 @@ def main(repeats: int) -> None:
                 warnings.simplefilter("ignore", DirtyLocalWarning)
                 copier_bake(TEMPLATE, Path(workdir) / f"copier{next(counter)}")
 
-        copier_seconds = median_seconds(copier_bake_fresh, repeats)
+        seconds, copier_seconds = interleaved_medians([bake_fresh, copier_bake_fresh], max(repeats, 5))
+        print(f"bake (default answers, in-process)    {seconds:6.2f} s")
         print(
             f"copier bake (default answers)         {copier_seconds:6.2f} s"
             f"  = {copier_seconds / seconds:.2f} x cookiecutter's (goal <= 1.5)"
