@@ -131,11 +131,13 @@ def template_copy(folder: Path) -> Path:
     return Path(shutil.copytree(TEMPLATE, folder, ignore=NOT_TEMPLATE_FILES, dirs_exist_ok=True))
 
 
-def copier_bake(template: Path, destination: Path, **answers: str) -> Path:
-    """`copier copy --trust --defaults` with `answers` as --data, and no user settings file."""
+def copier_bake(template: Path, destination: Path, settings: Settings | None = None, **answers: str) -> Path:
+    """`copier copy --trust --defaults` with `answers` as --data; `settings` stands in for the
+    user's settings file (never read here)."""
     run_copy(
-        str(template), destination, data=answers, defaults=True, unsafe=True, quiet=True, settings=Settings()
-    )
+        str(template), destination, data=answers, defaults=True, unsafe=True, quiet=True,
+        settings=settings or Settings(),
+    )  # fmt: skip
     return destination
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import CODE_VARIANTS, DEFAULT_CHOICES, TEMPLATE, copier_bake, variant_id
 from copier_prompts import answer_questions
-from test_hooks import BAD_ANSWERS, BAD_OP_ANSWERS, DEFAULTS, EDGE_ANSWERS, REFUSALS, pre_gen
+from test_hooks import BAD_ANSWERS, BAD_OP_ANSWERS, DEFAULTS, EDGE_ANSWERS, IRRELEVANT, REFUSALS, pre_gen
 
 ANSWERS_FILES = {".copier-answers.yml"}
 
@@ -56,23 +56,9 @@ def asked_for(copier_template, monkeypatch, **answers: str) -> list[str]:
 
 
 PROMPTS = [name for name in json.loads((TEMPLATE / "cookiecutter.json").read_text()) if name[0] != "_"]
-# Answers, and the questions they hide: those each answer makes irrelevant.
-HIDDEN = {
-    "npugraph_ex mode, no custom op": ({}, {"cache_dir", "op_registration", "op_name", "op_namespace"}),
-    "cache_compile mode": ({"mode": "cache_compile"}, {"op_registration", "op_name", "op_namespace"}),
-    "a torch.library op": ({"custom_op": "in_place"}, {"cache_dir"}),
-    "an op-plugin op": (
-        {"custom_op": "out_of_place", "op_registration": "op_plugin"},
-        {"cache_dir", "op_namespace"},
-    ),
-    "everything": (
-        {"mode": "cache_compile", "custom_op": "out_of_place", "op_registration": "torch_library"},
-        set(),
-    ),
-}
 
 
-@pytest.mark.parametrize(("answers", "hidden"), HIDDEN.values(), ids=HIDDEN.keys())
+@pytest.mark.parametrize(("answers", "hidden"), IRRELEVANT.values(), ids=IRRELEVANT.keys())
 def test_a_question_is_asked_only_when_it_matters(copier_template, monkeypatch, answers, hidden):
     """cache_dir only in cache_compile mode; the op's registration and name only with a custom op,
     its namespace only with a torch.library one; every other question always, in
@@ -86,7 +72,7 @@ def test_the_default_and_the_fullest_path_prompt_counts_are_the_readmes(copier_t
     """The README quotes how many questions copier asks on the default path and on the fullest one,
     against cookiecutter's fixed count."""
     default = len(asked_for(copier_template, monkeypatch))
-    fullest = len(asked_for(copier_template, monkeypatch, **HIDDEN["everything"][0]))
+    fullest = len(asked_for(copier_template, monkeypatch, **IRRELEVANT["the fullest path"][0]))
     readme = " ".join((TEMPLATE / "README.md").read_text().split())
     assert (default, fullest) == (13, len(PROMPTS))
     assert f"copier asks {default} questions on the default path and {fullest} on the fullest" in readme
