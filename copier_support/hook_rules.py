@@ -1,5 +1,6 @@
 """The cookiecutter hooks' rules, for copier.yml: which questions are asked (`when:`), which
-answers are refused (`validator:`) and which files are pruned (`_exclude`).
+answers are refused (`validator:`), which defaults are offered (`default:`) and which files are
+pruned (`_exclude`).
 
 The rules live in hooks/ alone, where cookiecutter runs them; copier calls the same functions
 through the Jinja globals below, so the two tools cannot drift apart.
@@ -57,14 +58,26 @@ def refusal(context: Context, variable: str) -> str:
 
 
 @pass_context
+def offered(context: Context, variable: str, default: str) -> Any:
+    """cookiecutter.json's default for `variable`, rendered, unless the hook refuses it under the
+    answers so far (a slug of "json" makes a package name that shadows a module): copier stops on
+    a default its validator refuses, before the user could type another, so then it offers none.
+    A question not asked keeps its default, refused or not, as under cookiecutter."""
+    answers = {**answers_in(context), variable: default}
+    if pre_gen.asked(variable, answers) and pre_gen.refusal(variable, answers):
+        return context["UNSET"]  # copier's "no default": the user must type an answer
+    return default
+
+
+@pass_context
 def pruned_paths(context: Context) -> str:
     """The post-generation hook's paths to remove, one per line: copier never writes them."""
     return "\n".join(f"/{path}" for path in post_gen.paths_to_remove(answers_in(context)))
 
 
 class HookRules(Extension):
-    """asked(), refusal() and pruned_paths() for copier.yml's templated settings."""
+    """asked(), refusal(), offered() and pruned_paths() for copier.yml's templated settings."""
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
-        environment.globals.update(asked=asked, refusal=refusal, pruned_paths=pruned_paths)
+        environment.globals.update(asked=asked, refusal=refusal, offered=offered, pruned_paths=pruned_paths)

@@ -1,6 +1,6 @@
 """copier.yml's questions, written out from cookiecutter.json by cog: the names, defaults, help
-texts and choices are cookiecutter.json's, in its order; `when:` and `validator:` call the hooks'
-rules (hook_rules.py). After a change to cookiecutter.json or to the hooks' ASKED_WHEN:
+texts and choices are cookiecutter.json's, in its order; `when:`, `validator:` and the defaults
+offered call the hooks' rules (hook_rules.py). After a change to cookiecutter.json or to the hooks' ASKED_WHEN:
 
     nox -s copier_yml
 """
@@ -26,7 +26,8 @@ def question(name: str) -> list[str]:
         lines += [f"    {quoted(labels.get(choice, choice))}: {quoted(choice)}" for choice in value]
         lines.append(f"  default: {quoted(value[0])}")
     else:
-        lines.append(f"  default: {quoted(value)}")
+        offered = "{% set default %}" + value + "{% endset %}{{ offered(" + repr(name) + ", default) }}"
+        lines.append(f"  default: {quoted(offered)}")
         lines.append(f"  validator: {quoted('{{ refusal(' + repr(name) + ') }}')}")
     if name in pre_gen.ASKED_WHEN:
         lines.append(f"  when: {quoted('{{ asked(' + repr(name) + ') }}')}")

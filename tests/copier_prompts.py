@@ -37,8 +37,8 @@ def answer_questions(
     data: Mapping[str, str] | None = None,
 ) -> Session:
     """Run copier's questions on `template`: each question shown takes its scripted answers in turn
-    until one passes its validator (a question without a script takes its default), as the terminal
-    asks again after a refusal. `data` is given as `copier copy --data` gives it."""
+    until one passes its validator (a question without a script takes the default offered), as the
+    terminal asks again after a refusal. `data` is given as `copier copy --data` gives it."""
     session = Session()
 
     def prompt(questions: list[dict[str, Any]], answers: dict[str, Any]) -> dict[str, Any]:
@@ -47,7 +47,12 @@ def answer_questions(
         if not question["when"](answers):
             return answers  # questionary shows nothing and keeps the default it was given
         session.asked.append(name)
-        attempts = typed.get(name, [getattr(question["default"], "value", question["default"])])
+        if name in typed:
+            attempts = typed[name]
+        elif "default" in question:  # the user takes the default offered
+            attempts = [getattr(question["default"], "value", question["default"])]
+        else:
+            raise OutOfAnswers(f"{name} offers no default, and none is scripted")
         for attempt in [attempts] if isinstance(attempts, str) else attempts:
             verdict = question.get("validate", lambda _: True)(attempt)
             if verdict is True:

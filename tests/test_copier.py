@@ -87,6 +87,19 @@ def test_a_hidden_question_keeps_its_default(copier_template, monkeypatch):
     assert session.answers["op_namespace"] == session.answers["package_name"] == "npu_graph_demo"
 
 
+def test_a_default_the_hook_would_refuse_is_not_offered(copier_template, monkeypatch):
+    """A project named Test makes the package name `test`, which shadows a module: copier offers no
+    default there (it would stop on it), so the user types a name, refused in the hook's words if it
+    is that one again."""
+    typed = {"project_name": "Test", "package_name": ["test", "my_test"]}
+    session = answer_questions(copier_template, typed, monkeypatch)
+    assert session.answers["project_slug"] == "test"
+    assert session.refused == {
+        "package_name": [pre_gen.refusal("package_name", {**DEFAULTS, "package_name": "test"})]
+    }
+    assert session.answers["package_name"] == "my_test"
+
+
 # The hook's own cases, as answers over its defaults: bad answers, bad combinations, the full
 # refusals, the answers at each rule's edge, and several bad answers at once.
 HOOK_CASES = {
