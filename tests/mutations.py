@@ -1186,6 +1186,13 @@ MUTATIONS = (
         "tests/test_copier.py -k refuses_as_typed",
     ),
     Mutation(
+        "copier offers a default the hook refuses, and stops on it",
+        "copier_support/hook_rules.py",
+        "    if pre_gen.asked(variable, answers) and pre_gen.refusal(variable, answers):",
+        "    if False:",
+        "tests/test_copier.py -k default_the_hook",
+    ),
+    Mutation(
         "copier asks parallel after the input shape it constrains",
         "copier.yml",
         PARALLEL_QUESTION + MODEL_CLASS_AND_INPUT_SHAPE,
