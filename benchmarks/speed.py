@@ -77,7 +77,9 @@ def main(repeats: int) -> None:
 
         def copier_bake_fresh() -> None:
             # From the checkout, as `copier copy . DIR` bakes: a clone of it, uncommitted changes
-            # included (which copier warns about).
+            # included (which copier warns about). The clone hardlinks each loose object of the
+            # checkout's repository and removes it after the bake: a checkout with many local
+            # commits not yet packed (`git count-objects`) times copier slower than a fresh clone.
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DirtyLocalWarning)
                 copier_bake(TEMPLATE, Path(workdir) / f"copier{next(counter)}")
