@@ -1,5 +1,5 @@
 """Tasks for the template repository: `nox -s demo`, `nox -s tests`, `nox -s lint`, `nox -s speed`,
-`nox -s mutations`, `nox -s mutation_score`."""
+`nox -s copier_yml`, `nox -s mutations`, `nox -s mutation_score`."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ TEST_DEPENDENCIES = nox.project.dependency_groups(PYPROJECT, "test")
 FULL_DEPENDENCIES = nox.project.dependency_groups(PYPROJECT, "full")
 MUTATION_DEPENDENCIES = nox.project.dependency_groups(PYPROJECT, "mutation")
 COOKIECUTTER = next(dependency for dependency in TEST_DEPENDENCIES if dependency.startswith("cookiecutter"))
+COG = next(dependency for dependency in TEST_DEPENDENCIES if dependency.startswith("cogapp"))
 PRE_COMMIT_CONFIG = ROOT / ".pre-commit-config.yaml"
 RUFF_HOOKS = "https://github.com/astral-sh/ruff-pre-commit"
 
@@ -75,6 +76,13 @@ def speed(session: nox.Session) -> None:
     """Time the things users wait for: a bake, a generated project's tests, `import torch`."""
     session.install(*TEST_DEPENDENCIES)
     session.run("python", "benchmarks/speed.py", *session.posargs)
+
+
+@nox.session
+def copier_yml(session: nox.Session) -> None:
+    """Write copier.yml's questions from cookiecutter.json again (cog), after a change to either."""
+    session.install(COG, "jinja2")  # copier_support/hook_rules.py, which the questions call, imports it
+    session.run("cog", "-r", "-I", "copier_support", "copier.yml")
 
 
 @nox.session

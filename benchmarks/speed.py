@@ -1,4 +1,5 @@
-"""Time what users wait for: a bake, a baked project's MRE, profile and tests, `import torch`.
+"""Time what users wait for: a bake (cookiecutter's and copier's), a baked project's MRE, profile
+and tests, `import torch`.
 
 The suites are those of the representative variants (tests/conftest.py), the default tier's; a
 tensor-parallel MRE runs as its users launch it, two ranks under torchrun.
@@ -9,15 +10,18 @@ since timings belong in notes and reviews, not in tests.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from conftest import REPRESENTATIVE_VARIANTS, bake, package_of, run_in, variant_id
+from conftest import REPRESENTATIVE_VARIANTS, TEMPLATE, bake, copier_bake, package_of, run_in, variant_id
+from copier.errors import DirtyLocalWarning
 
 
 def median_seconds(action, repeats: int) -> float:
@@ -27,6 +31,27 @@ def median_seconds(action, repeats: int) -> float:
         action()
         timings.append(time.perf_counter() - start)
     return statistics.median(timings)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (git, the hooks)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def interleaved_medians(actions, repeats: int) -> list[tuple[float, float]]:
+    """Each action's median wall-clock and CPU seconds, the actions run in turn: on a machine whose
+    load changes, each sees the same conditions as the others, and CPU time hardly depends on it."""
+    timings: list[list[tuple[float, float]]] = [[] for _ in actions]
+    for _ in range(repeats):
+        for action, times in zip(actions, timings, strict=True):
+            wall, cpu = time.perf_counter(), cpu_seconds()
+            action()
+            times.append((time.perf_counter() - wall, cpu_seconds() - cpu))
+    return [
+        (statistics.median(wall for wall, _ in times), statistics.median(cpu for _, cpu in times))
+        for times in timings
+    ]
 
 
 def succeeds(project: Path, *command: str) -> None:
@@ -50,8 +75,24 @@ def main(repeats: int) -> None:
             folder.mkdir()
             return bake(folder, **answers)
 
-        seconds = median_seconds(bake_fresh, repeats)
-        print(f"bake (default answers, in-process)    {seconds:6.2f} s")
+        def copier_bake_fresh() -> None:
+            # From the checkout, as `copier copy . DIR` bakes: a clone of it, uncommitted changes
+            # included (which copier warns about). The clone hardlinks each loose object of the
+            # checkout's repository and removes it after the bake: a checkout with many local
+            # commits not yet packed (`git count-objects`) times copier slower than a fresh clone.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DirtyLocalWarning)
+                copier_bake(TEMPLATE, Path(workdir) / f"copier{next(counter)}")
+
+        (seconds, cpu), (copier_seconds, copier_cpu) = interleaved_medians(
+            [bake_fresh, copier_bake_fresh], max(repeats, 5)
+        )
+        print(f"bake (default answers, in-process)    {seconds:6.2f} s  ({cpu:.2f} s CPU)")
+        print(
+            f"copier bake (default answers)         {copier_seconds:6.2f} s  ({copier_cpu:.2f} s CPU)"
+            f"  = {copier_seconds / seconds:.2f} x cookiecutter's (goal <= 1.5),"
+            f" {copier_cpu / cpu:.2f} x in CPU time"
+        )
         for answers in REPRESENTATIVE_VARIANTS:
             project = bake_fresh(**answers)
             tensor_parallel = answers.get("parallel") == "tensor_parallel"

@@ -3,6 +3,9 @@
 Cookiecutter renders this file with Jinja and runs it with the interpreter that runs cookiecutter,
 so it uses the standard library only, and every answer comes in as JSON data: quotes or code in an
 answer can neither break this file nor run.
+
+Copier imports it unrendered (copier_support/hook_rules.py): its questions' `when:` is asked() and
+their `validator:` is refusal(), so both tools ask and refuse by the same rules, in the same words.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import json
 import keyword
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from email.errors import HeaderParseError
 from email.headerregistry import Address
 from pathlib import PurePosixPath, PureWindowsPath
@@ -202,6 +205,25 @@ CHECKS = {
 }
 
 
+# The questions that another answer makes irrelevant, and when they matter: copier asks them only
+# then, and the op answers are checked only then (cache_dir is checked in any mode: settings.py
+# and the README render it whatever the mode).
+ASKED_WHEN: dict[str, Callable[[Mapping[str, object]], bool]] = {
+    "cache_dir": lambda answers: answers["mode"] == "cache_compile",
+    "op_registration": lambda answers: answers["custom_op"] != "none",
+    "op_name": lambda answers: answers["custom_op"] != "none",
+    # op-plugin ops always live in torch.ops.npu.
+    "op_namespace": lambda answers: (
+        answers["custom_op"] != "none" and answers["op_registration"] == "torch_library"
+    ),
+}
+
+
+def asked(variable: str, answers: Mapping[str, object]) -> bool:
+    """Whether `variable` matters under `answers` (the questions before it, at least)."""
+    return variable not in ASKED_WHEN or ASKED_WHEN[variable](answers)
+
+
 def checks_for(answers: dict[str, object]) -> dict[str, Callable[[str], str | None]]:
     """The checks that apply: the custom-op answers only matter when there is a custom op."""
     checks = dict(CHECKS)
@@ -210,11 +232,11 @@ def checks_for(answers: dict[str, object]) -> dict[str, Callable[[str], str | No
     if answers["workload"] == "decode":
         ranks = TEST_RANKS if answers["parallel"] == "tensor_parallel" else 1
         checks["input_shape"] = lambda text: check_decode_shape(text, ranks)
-    if answers["custom_op"] != "none":
+    if asked("op_name", answers):
         kind, registration = str(answers["custom_op"]), str(answers["op_registration"])
         checks["op_name"] = lambda name: check_op_name(name, kind, registration)
-        if registration == "torch_library":
-            checks["op_namespace"] = check_namespace
+    if asked("op_namespace", answers):
+        checks["op_namespace"] = check_namespace
     return checks
 
 
@@ -241,10 +263,34 @@ def problems(answers: dict[str, object]) -> list[str]:
     return found
 
 
+def refusal(variable: str, answers: dict[str, object]) -> str:
+    """The ERROR lines about `variable` alone, or "": what copier says as the answer is typed.
+
+    Every rule that `variable`'s check reads must be asked before it (cookiecutter.json's order),
+    so that the answers typed so far decide it as they decide the whole bake.
+    """
+    lines = problems(answers)
+    return "\n".join(
+        line for line in lines if line.startswith((f"ERROR: {variable}=", f"ERROR: {variable} "))
+    )
+
+
+# Cookiecutter runs this hook as a child process and reports any failed hook with a traceback of
+# its own (logger.exception in cookiecutter/hooks.py): an exit status is all this hook can return,
+# so it says what the traceback is, and how to try again without typing every answer again.
+AFTER_THE_ERRORS = (
+    "Nothing was written. The traceback cookiecutter prints next is its report of this refusal. "
+    "Fix the answers above and bake again: `cookiecutter --replay-file` with the answers it saved "
+    "in its replay folder (~/.cookiecutter_replay/), corrected, spares typing them all again."
+)
+
+
 def main() -> int:
     errors = problems(json.loads(RENDERED_ANSWERS))
     for line in errors:
         print(line, file=sys.stderr)
+    if errors:
+        print(AFTER_THE_ERRORS, file=sys.stderr)
     return 1 if errors else 0
 
 

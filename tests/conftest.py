@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from cookiecutter.environment import StrictEnvironment
 from cookiecutter.main import cookiecutter
+from copier import Settings, run_copy
 from filelock import FileLock
 from ruff.__main__ import find_ruff_bin
 
@@ -115,6 +117,28 @@ def bake(workdir: Path, preset: dict[str, str] | None = None, **answers: str) ->
             config_file=str(config_file),
         )
     )
+
+
+# What git leaves out of the template (.gitignore), and git itself.
+NOT_TEMPLATE_FILES = shutil.ignore_patterns(
+    ".git", "__pycache__", "*.py[cod]", ".nox", ".venv", ".*_cache", "build", ".hypothesis"
+)
+
+
+def template_copy(folder: Path) -> Path:
+    """A plain copy of the template's files, as copier reads a folder outside git: no clone of the
+    checkout for every bake (what a clone would check out, uncommitted changes included)."""
+    return Path(shutil.copytree(TEMPLATE, folder, ignore=NOT_TEMPLATE_FILES, dirs_exist_ok=True))
+
+
+def copier_bake(template: Path, destination: Path, settings: Settings | None = None, **answers: str) -> Path:
+    """`copier copy --trust --defaults` with `answers` as --data; `settings` stands in for the
+    user's settings file (never read here)."""
+    run_copy(
+        str(template), destination, data=answers, defaults=True, unsafe=True, quiet=True,
+        settings=settings or Settings(),
+    )  # fmt: skip
+    return destination
 
 
 def package_of(project: Path) -> str:
@@ -242,3 +266,9 @@ def baked(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
         return Path(once(bakes, key, lambda folder: str(bake(folder, **answers))))
 
     return bake_once
+
+
+@pytest.fixture(scope="session")
+def copier_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plain copy of the template, for copier to bake from (one per test process)."""
+    return template_copy(tmp_path_factory.mktemp("copier-template"))

@@ -40,6 +40,21 @@ DECODE_TORCH_LIBRARY_IN_PLACE = {**DECODE, "custom_op": "in_place", "op_registra
 DECODE_OP_PLUGIN_IN_PLACE = {**DECODE, "custom_op": "in_place", "op_registration": "op_plugin"}
 
 
+COPIER_YML = (TEMPLATE / "copier.yml").read_text()
+
+
+def copier_questions(first: str, following: str) -> str:
+    """copier.yml's entries from question `first` up to question `following`."""
+    start = COPIER_YML.index(f"\n{first}:\n") + 1
+    return COPIER_YML[start : COPIER_YML.index(f"\n{following}:\n", start) + 1]
+
+
+# copier.yml's question on parallelism, then those on the sample's class and shape (which it
+# constrains).
+PARALLEL_QUESTION = copier_questions("parallel", "model_class")
+MODEL_CLASS_AND_INPUT_SHAPE = copier_questions("model_class", "mode")
+
+
 @dataclass(frozen=True)
 class Mutation:
     name: str
@@ -1142,6 +1157,84 @@ MUTATIONS = (
         '    if PurePosixPath(path).as_posix() != path.rstrip("/"):',
         '    if PurePosixPath(path).as_posix() != path.lstrip("/"):',
         "tests/test_hooks.py -k edge_of",
+    ),
+    Mutation(
+        "a refused bake leaves the user alone with cookiecutter's traceback",
+        "hooks/pre_gen_project.py",
+        "    if errors:\n        print(AFTER_THE_ERRORS, file=sys.stderr)\n",
+        "",
+        "tests/test_hooks.py -k traceback",
+    ),
+    # copier: the same project, only the questions that matter, refused as typed, updates.
+    Mutation(
+        "copier asks cache_dir in npugraph_ex mode",
+        "hooks/pre_gen_project.py",
+        '    "cache_dir": lambda answers: answers["mode"] == "cache_compile",',
+        '    "cache_dir": lambda answers: True,',
+        "tests/test_copier.py -k asked_only_when",
+    ),
+    Mutation(
+        "copier never asks an op's name",
+        "hooks/pre_gen_project.py",
+        '    "op_name": lambda answers: answers["custom_op"] != "none",',
+        '    "op_name": lambda answers: answers["custom_op"] == "none",',
+        "tests/test_copier.py -k asked_only_when",
+    ),
+    Mutation(
+        "copier's validators refuse nothing",
+        "copier_support/hook_rules.py",
+        "    return pre_gen.refusal(variable, answers_in(context))",
+        '    return ""',
+        "tests/test_copier.py -k refuses_as_typed",
+    ),
+    Mutation(
+        "copier offers a default the hook refuses, and stops on it",
+        "copier_support/hook_rules.py",
+        "    if pre_gen.asked(variable, answers) and pre_gen.refusal(variable, answers):",
+        "    if False:",
+        "tests/test_copier.py -k default_the_hook",
+    ),
+    Mutation(
+        "copier asks parallel after the input shape it constrains",
+        "copier.yml",
+        PARALLEL_QUESTION + MODEL_CLASS_AND_INPUT_SHAPE,
+        MODEL_CLASS_AND_INPUT_SHAPE + PARALLEL_QUESTION,
+        "tests/test_copier.py -k refuses_as_typed",
+    ),
+    Mutation(
+        "copier.yml edited by hand",
+        "copier.yml",
+        '  help: "Author email"',
+        '  help: "Your email"',
+        "tests/test_copier.py -k cookiecutter_json_written_out",
+    ),
+    Mutation(
+        "copier writes what the post-generation hook prunes",
+        "copier.yml",
+        '_exclude:\n  - "{{ pruned_paths() }}"\n',
+        "_exclude: []\n",
+        "tests/test_copier.py -k bakes_the_tree",
+    ),
+    Mutation(
+        "copier renders only .jinja files",
+        "copier.yml",
+        '_templates_suffix: ""\n',
+        "",
+        "tests/test_copier.py -k bakes_the_tree",
+    ),
+    Mutation(
+        "copier's namespace gets cookiecutter's derived names wrong",
+        "copier_support/cookiecutter_namespace.py",
+        "                    values[name] = template.render(cookiecutter=values)",
+        "                    values[name] = template.render(cookiecutter=values).strip('_')",
+        "tests/test_copier.py -k bakes_the_tree",
+    ),
+    Mutation(
+        "copier records no answers for copier update",
+        f"{PROJECT}/{{{{cookiecutter.__answers}}}}",
+        "{{ _copier_answers | to_nice_yaml -}}",
+        "{}",
+        "tests/test_updates.py -k copier_update_brings",
     ),
 )
 

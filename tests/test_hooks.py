@@ -82,6 +82,17 @@ def test_bad_answer_is_refused_with_variable_value_and_fix(tmp_path, capfd, vari
     assert not any((tmp_path / "out").iterdir())
 
 
+def test_a_refusal_says_what_the_traceback_after_it_is(tmp_path, capfd):
+    """After its ERROR lines the hook says that nothing was written, that cookiecutter's traceback
+    only reports the refusal, and how to bake again without retyping every answer."""
+    with pytest.raises(FailedHookException):
+        bake(tmp_path, workload="decode", input_shape="2, 8, 33")
+    lines = capfd.readouterr().err.splitlines()
+    assert lines[0].startswith("ERROR: input_shape='2, 8, 33' has a hidden size of 33")
+    assert lines[1] == pre_gen.AFTER_THE_ERRORS
+    assert "--replay-file" in lines[1]
+
+
 DEFAULTS = {
     "project_name": "NPU Graph Demo",
     "description": "Graph-mode inference.",
@@ -511,19 +522,20 @@ def test_each_refusal_reads_in_full(answers, line):
     assert pre_gen.problems({**DEFAULTS, **answers}) == [line]
 
 
-@pytest.mark.parametrize(
-    "answers",
-    [
-        {"model_class": "Block2", "input_shape": "1, 1", "cache_dir": "a/b"},
-        {"cache_dir": "npu_cache/"},
-        {"cache_dir": "npu_cache/LINUX"},
-        {"package_name": "p" * 32, "model_class": "Cnn", "cache_dir": "cache.d/x-y_z"},
-        {"custom_op": "in_place", "op_name": "o" * 32 + "_", "op_namespace": "n" * 32},
-        {**TP, "input_shape": "2,8,32"},
-        {"custom_op": "in_place", "op_registration": "op_plugin", "op_name": "torch"},
-        {"custom_op": "none", "op_name": "Not An Op", "op_namespace": "npu"},
-    ],
-)
+# Answers over DEFAULTS at the edge of each rule, which pass.
+EDGE_ANSWERS = [
+    {"model_class": "Block2", "input_shape": "1, 1", "cache_dir": "a/b"},
+    {"cache_dir": "npu_cache/"},
+    {"cache_dir": "npu_cache/LINUX"},
+    {"package_name": "p" * 32, "model_class": "Cnn", "cache_dir": "cache.d/x-y_z"},
+    {"custom_op": "in_place", "op_name": "o" * 32 + "_", "op_namespace": "n" * 32},
+    {**TP, "input_shape": "2,8,32"},
+    {"custom_op": "in_place", "op_registration": "op_plugin", "op_name": "torch"},
+    {"custom_op": "none", "op_name": "Not An Op", "op_namespace": "npu"},
+]
+
+
+@pytest.mark.parametrize("answers", EDGE_ANSWERS)
 def test_answers_at_the_edge_of_each_rule_pass(answers):
     """Limits are inclusive, and op answers without an op (or op-plugin's) are not checked."""
     assert pre_gen.problems({**DEFAULTS, **answers}) == []
@@ -613,3 +625,41 @@ def test_pruning_removes_whole_folders_and_skips_missing_paths(tmp_path: Path):
     (tmp_path / "keep.py").write_text("")
     post_gen.remove(tmp_path, ["docs", "gone.py"])
     assert sorted(path.name for path in tmp_path.iterdir()) == ["keep.py"]
+
+
+# Answers over DEFAULTS, and the questions that do not matter under them (copier skips them).
+IRRELEVANT = {
+    "the defaults": ({"mode": "npugraph_ex"}, {"cache_dir", "op_registration", "op_name", "op_namespace"}),
+    "cache_compile mode": ({"mode": "cache_compile"}, {"op_registration", "op_name", "op_namespace"}),
+    "a torch.library op": ({"mode": "npugraph_ex", "custom_op": "in_place"}, {"cache_dir"}),
+    "an op-plugin op": (
+        {"mode": "cache_compile", "custom_op": "out_of_place", "op_registration": "op_plugin"},
+        {"op_namespace"},
+    ),
+    "the fullest path": (
+        {"mode": "cache_compile", "custom_op": "out_of_place", "op_registration": "torch_library"},
+        set(),
+    ),
+}
+
+
+@pytest.mark.parametrize(("answers", "irrelevant"), IRRELEVANT.values(), ids=IRRELEVANT.keys())
+def test_asked_leaves_out_the_questions_other_answers_make_irrelevant(answers, irrelevant):
+    """cache_dir matters in cache_compile mode only, the op's registration and name with a custom
+    op only, its namespace with a torch.library op only; every other question always."""
+    complete = {**DEFAULTS, **answers}
+    assert {name for name in complete if not pre_gen.asked(name, complete)} == irrelevant
+
+
+def test_a_refusal_is_the_hooks_lines_about_that_answer_alone():
+    """refusal() gives the ERROR lines that name one variable, joined, and "" for a good answer:
+    what copier shows under the question as it is typed."""
+    answers = {**DEFAULTS, "project_name": " ", "model_class": "1x", "description": "a\nb"}
+    lines = pre_gen.problems(answers)
+    assert pre_gen.refusal("project_name", answers) == lines[0]
+    assert pre_gen.refusal("description", answers) == lines[1]
+    assert pre_gen.refusal("model_class", answers) == lines[2]
+    assert pre_gen.refusal("package_name", answers) == ""
+    both = {**DEFAULTS, "author_email": "a\n@b"}
+    assert pre_gen.refusal("author_email", both) == "\n".join(pre_gen.problems(both))
+    assert pre_gen.refusal("author_email", both).count("\n") == 1

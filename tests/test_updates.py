@@ -1,4 +1,4 @@
-"""Generated projects take template improvements with cruft, keeping their own edits."""
+"""Generated projects take template improvements with cruft or copier, keeping their own edits."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 
 import cruft
-from conftest import TEMPLATE
+from conftest import TEMPLATE, copier_bake, template_copy
+from copier import Settings, run_update
 
 
 def git(folder: Path, *arguments: str) -> str:
@@ -112,7 +113,9 @@ def test_a_project_from_before_the_plain_toolkit_updates_to_it_keeping_its_model
 
     assert cruft.update(project, skip_apply_ask=True)
     assert "LAYERS = 4  # our model is deeper\n" in model.read_text()
-    new_toolkit = TEMPLATE / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "toolkit"
+    new_toolkit = (
+        TEMPLATE / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "toolkit"
+    )
     toolkit = project / "src" / package / "toolkit"
     assert {path.name: path.read_bytes() for path in toolkit.glob("*.py")} == {
         path.name: path.read_bytes() for path in new_toolkit.glob("*.py") if (toolkit / path.name).exists()
@@ -121,3 +124,101 @@ def test_a_project_from_before_the_plain_toolkit_updates_to_it_keeping_its_model
     leftovers = [path.name for path in project.rglob("*.rej")]
     leftovers += [path.name for path in project.rglob("*.py") if "<<<<<<<" in path.read_text()]
     assert leftovers == []
+
+
+def copier_template_repository(folder: Path) -> Path:
+    """A git repository holding this template's files as they are now: today's main."""
+    template_copy(folder)
+    git(folder, "init", "-q")
+    git(folder, "add", "-A")
+    git(folder, "commit", "-q", "-m", "template v1")
+    return folder
+
+
+def committed_copier_project(template: Path, folder: Path) -> Path:
+    """A default project baked by copier from `template`, committed as its team would keep it."""
+    project = copier_bake(template, folder)
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "baked")
+    return project
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, (path, old)
+    path.write_text(text.replace(old, new))
+
+
+def copier_update(project: Path) -> None:
+    """`copier update --trust --defaults` to the template's newest commit, conflicts inline."""
+    run_update(
+        project, defaults=True, overwrite=True, unsafe=True, quiet=True, conflict="inline",
+        settings=Settings(),
+    )  # fmt: skip
+
+
+MODEL = "src/npu_graph_demo/model.py"
+REPORT = "src/npu_graph_demo/toolkit/report.py"
+TEMPLATE_PACKAGE = Path("{{cookiecutter.project_slug}}", "src", "{{cookiecutter.package_name}}")
+# A line of model.py's docstring and of the toolkit that a newer template changes.
+DOCSTRING, NEW_DOCSTRING = (
+    "'Your own model'). The sample is a small pre-norm transformer block.",
+    "'Your own model'). The sample is a small pre-norm transformer block, two layers deep.",
+)
+
+
+def newer_template(template: Path) -> None:
+    """The template's next commit: a toolkit change and a change to model.py's docstring."""
+    edit(
+        template / TEMPLATE_PACKAGE / "toolkit" / "report.py", "import time\n", "import time  # wall clock\n"
+    )
+    edit(template / TEMPLATE_PACKAGE / "model.py", DOCSTRING, NEW_DOCSTRING)
+    git(template, "commit", "-q", "-am", "template v2")
+
+
+def conflicted(project: Path) -> list[str]:
+    """The project's files holding conflict markers or rejected hunks."""
+    marked = [
+        path.relative_to(project).as_posix()
+        for path in project.rglob("*")
+        if path.is_file() and ".git" not in path.parts and "<<<<<<<" in path.read_text()
+    ]
+    return marked + [path.relative_to(project).as_posix() for path in project.rglob("*.rej")]
+
+
+def test_copier_update_brings_the_template_forward_and_keeps_the_users_edits(tmp_path):
+    """A project copier made from today's main, with the user's edit to model.py, takes copier
+    update to a newer template: the toolkit and model.py's docstring move forward, the user's line
+    stays, nothing conflicts, and the answers file names the new commit."""
+    template = copier_template_repository(tmp_path / "template")
+    project = committed_copier_project(template, tmp_path / "project")
+    edit(project / MODEL, "HEADS = 8\n", "HEADS = 4  # our model has fewer heads\n")
+    git(project, "commit", "-q", "-am", "our model")
+    newer_template(template)
+
+    copier_update(project)
+    model = (project / MODEL).read_text()
+    assert "HEADS = 4  # our model has fewer heads\n" in model
+    assert NEW_DOCSTRING in model
+    assert "import time  # wall clock\n" in (project / REPORT).read_text()
+    assert conflicted(project) == []
+    newest = git(template, "rev-parse", "--short", "HEAD").strip()
+    assert f"_commit: {newest}" in (project / ".copier-answers.yml").read_text()
+
+
+def test_copier_update_conflicts_only_where_both_changed_the_same_lines(tmp_path):
+    """When the user rewrote the docstring line that the template changes too, that line is a
+    conflict, marked inline in model.py alone; the toolkit change still arrives."""
+    template = copier_template_repository(tmp_path / "template")
+    project = committed_copier_project(template, tmp_path / "project")
+    edit(project / MODEL, DOCSTRING, "'Your own model'). Our model replaces the sample.")
+    git(project, "commit", "-q", "-am", "our model")
+    newer_template(template)
+
+    copier_update(project)
+    assert conflicted(project) == [MODEL]
+    model = (project / MODEL).read_text()
+    assert "Our model replaces the sample." in model
+    assert NEW_DOCSTRING in model
+    assert "import time  # wall clock\n" in (project / REPORT).read_text()
