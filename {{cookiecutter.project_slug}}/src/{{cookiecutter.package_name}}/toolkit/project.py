@@ -26,5 +26,3 @@ CUSTOM_OP: str = settings.CUSTOM_OP
 OP_REGISTRATION: str | None = getattr(settings, "OP_REGISTRATION", None)
 """torch_library or op_plugin; None without a custom op."""
 OP_PLUGIN = OP_REGISTRATION == "op_plugin"
-OP_NAMESPACE: str | None = getattr(settings, "OP_NAMESPACE", None)
-OP_NAME: str | None = getattr(settings, "OP_NAME", None)
