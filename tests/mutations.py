@@ -115,8 +115,8 @@ MUTATIONS = (
         f"{TOOLKIT}/backend.py",
         '    a2 = soc[:11] in {"Ascend910B1",',
         '    return True\n    a2 = soc[:11] in {"Ascend910B1",',
-        "tests/test_backend.py -k soc",
-        DEFAULT,
+        "tests/toolkit/test_backend.py -k soc",
+        None,
     ),
     Mutation(
         "bench misses a recompile while timing",
@@ -1100,8 +1100,8 @@ MUTATIONS = (
         f"{TOOLKIT}/backend.py",
         "    if soc in NO_CAPTURE_SOCS or soc.startswith(NO_CAPTURE_PREFIXES):",
         "    if soc in NO_CAPTURE_SOCS and soc.startswith(NO_CAPTURE_PREFIXES):",
-        "tests/test_backend.py -k refused_soc_falls",
-        DEFAULT,
+        "tests/toolkit/test_backend.py -k refused_soc_falls",
+        None,
     ),
     Mutation(
         "bench's p95 is the next quantile up",
@@ -1140,8 +1140,8 @@ MUTATIONS = (
         f"{TOOLKIT}/backend.py",
         '    if "libhccl" in first_line or "libascend" in first_line or "ASCEND" in first_line:',
         '    if "libhccl" in first_line:',
-        "tests/test_backend.py -k import_failure_is_one_line",
-        DEFAULT,
+        "tests/toolkit/test_backend.py -k import_failure_is_one_line",
+        None,
     ),
     Mutation(
         "the command line's usage names the script, not python -m <package>",

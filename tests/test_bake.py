@@ -37,7 +37,6 @@ COMMON_FILES = {
     "src/{package}/toolkit/report.py",
     "src/{package}/toolkit/state.py",
     "tests/conftest.py",
-    "tests/test_backend.py",
     "tests/test_bench.py",
     "tests/test_check.py",
     "tests/test_cli.py",

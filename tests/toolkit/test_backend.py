@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from {{ cookiecutter.package_name }}.toolkit import backend
+from forward_project.toolkit import backend
 
 CANN_HINT = "source the CANN set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh)"
 """The fix for a torch_npu that cannot find CANN's libraries or variables."""
@@ -103,8 +103,8 @@ def test_probe_points_at_cann_when_torch_npu_cannot_load(install_torch_npu):
 def test_a_capturing_npu_runs_npugraph_ex_and_is_named(install_torch_npu):
     """On an Atlas A2 the choice is npugraph_ex on the NPU, and the line names the SoC and the
     torch_npu release."""
-    install_torch_npu("Ascend910B2")
-    reason = "Ascend NPU ready: Ascend910B2, torch_npu {{ cookiecutter.torch_npu_version }}"
+    install_torch_npu("Ascend910B2", version="7.3.0")
+    reason = "Ascend NPU ready: Ascend910B2, torch_npu 7.3.0"
     assert backend.select_backend() == backend.Backend("npugraph_ex", "npu", reason)
 
 

@@ -1,0 +1,218 @@
+"""Projects for the toolkit's tests, and the fixtures those tests share.
+
+The toolkit is the same files in every project (tests/test_toolkit_layout.py checks that), so it is
+tested once, here, not in every baked project. Each entry of PROJECTS is a project baked in-process
+when this module loads, under a package name of its own, so that the tests import its toolkit by
+name (`from forward_project.toolkit import bench`) and several configurations share one process.
+A test that needs a model of its own sets the attributes of that project's `model` module.
+
+TOOLKIT_UNDER_TEST, when set, names a folder of toolkit files copied over every project's own
+(`nox -s mutation_score` points it at mutmut's mutants).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import importlib.metadata
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from conftest import bake
+
+PROJECTS: dict[str, dict[str, str]] = {
+    "forward_project": {},
+    "decode_project": {"workload": "decode"},
+    "parallel_project": {"parallel": "tensor_parallel"},
+    "decode_parallel_project": {"workload": "decode", "parallel": "tensor_parallel"},
+    "cache_project": {"mode": "cache_compile"},
+    "op_project": {"custom_op": "in_place", "op_registration": "torch_library"},
+    # op-plugin ops live in torch.ops.npu, one namespace for the process: one such project.
+    "plugin_project": {"custom_op": "in_place", "op_registration": "op_plugin"},
+}
+"""Package name → answers over the defaults (the package name is also the project's slug)."""
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Standard output, this process's and its children's, goes nowhere meanwhile."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with Path(os.devnull).open("w") as nowhere:
+            os.dup2(nowhere.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def build_projects(root: Path) -> Path:
+    """Bake every project of PROJECTS into root; the folder to put on sys.path."""
+    source = root / "src"
+    source.mkdir()
+    for package, answers in PROJECTS.items():
+        with quiet():  # the post-gen hook's next steps, printed by a process of its own
+            project = bake(root / package, project_slug=package, package_name=package, **answers)
+        shutil.move(project / "src" / package, source / package)
+        if override := os.environ.get("TOOLKIT_UNDER_TEST"):
+            kept = source / package / "toolkit"
+            for path in kept.glob("*.py"):
+                shutil.copy(Path(override) / path.name, path)
+    return source
+
+
+_ROOT = Path(tempfile.mkdtemp(prefix="toolkit-projects-"))
+atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
+# Baked first: cookiecutter puts back a copy of sys.path when it ends, so this inserts into that.
+_SOURCE = build_projects(_ROOT)
+sys.path.insert(0, str(_SOURCE))
+# Each package switches off torch's device-backend autoload before torch is first imported.
+for _package in PROJECTS:
+    importlib.import_module(_package)
+
+# isort: split
+import torch
+from torch._dynamo import guards
+
+from forward_project.toolkit import backend
+
+PINNED_TORCH_NPU = importlib.import_module("forward_project.settings").TORCH_NPU
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip the toolkit's tests marked `npu` unless an NPU can run npugraph_ex here, saying why."""
+    npu_ok, why = backend.npu_status()
+    if npu_ok:
+        return
+    skip = pytest.mark.skip(reason=f"needs an Ascend NPU: {why}")
+    for item in items:
+        if item.get_closest_marker("npu"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_guard_latency_profiling() -> Iterator[None]:
+    """Dynamo times the guards of each new graph once, for its logs alone, and first flushes the
+    CPU cache to do so: about 20 ms a compile, and these tests compile dozens of graphs."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(guards, "profile_guard_manager", lambda *arguments: 0.0)
+        yield
+
+
+@pytest.fixture
+def help_of(capsys: pytest.CaptureFixture[str]) -> Callable[[Callable[..., int], str], str]:
+    """help_of(main, prog): what `--help` prints for a tool's main() called as `prog`, on one line
+    however it wraps; --help must exit 0."""
+
+    def shown(main: Callable[..., int], prog: str) -> str:
+        with pytest.raises(SystemExit) as exit_status:
+            main(["--help"], prog=prog)
+        assert exit_status.value.code == 0
+        return " ".join(capsys.readouterr().out.split())
+
+    return shown
+
+
+@pytest.fixture
+def forget_torch_npu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test's next `import torch_npu` loads afresh, and what it loads is taken away afterwards."""
+    # setitem remembers that there was no entry; undoing it removes the stand-in the test loaded.
+    monkeypatch.setitem(sys.modules, "torch_npu", None)
+    del sys.modules["torch_npu"]
+
+
+def distribution_key(name: str) -> str:
+    """A distribution name as importlib.metadata matches it: any case, runs of -_. alike."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """installed(name, version, *requires): importlib.metadata finds this distribution with these
+    Requires-Dist lines, or none if version is None, whatever this machine has installed."""
+    real = importlib.metadata.distribution
+    found: dict[str, importlib.metadata.Distribution | None] = {}
+
+    def distribution(name: str) -> importlib.metadata.Distribution:
+        if not name or distribution_key(name) not in found:
+            return real(name)  # which refuses an empty name, as the real lookup does
+        if (chosen := found[distribution_key(name)]) is None:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return chosen
+
+    def install(name: str, version: str | None, *requires: str) -> None:
+        if version is None:
+            found[distribution_key(name)] = None
+            return
+        folder = tmp_path / f"{name}-{version}.dist-info"
+        folder.mkdir()
+        lines = [f"Name: {name}", f"Version: {version}", *(f"Requires-Dist: {r}" for r in requires)]
+        (folder / "METADATA").write_text("Metadata-Version: 2.1\n" + "\n".join(lines) + "\n")
+        found[distribution_key(name)] = importlib.metadata.PathDistribution(folder)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+    return install
+
+
+# A torch_npu that imports, with the calls the toolkit makes as torch-npu 2.13 defines them
+# (torch_npu/npu/__init__.py): device_count() is the driver's count (ascend_hal), is_available()
+# whether the runtime counts any (_npu_getDeviceCount()); get_device_name() takes a device index
+# (None: the current one), refuses one past device_count() and returns aclrtGetSocName(), the
+# same for every device. Like the real one, it makes itself torch.npu.
+TORCH_NPU_STAND_IN = """\
+import sys, torch
+__version__ = {version!r}
+def device_count(): return {count}
+def is_available(): return {available}
+def get_device_name(device_name=None):
+    if not 0 <= (device_name or 0) < device_count():
+        raise AssertionError("Invalid device id")
+    return {soc!r}
+torch.npu = sys.modules[__name__]
+"""
+
+
+@pytest.fixture
+def install_torch_npu(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    forget_torch_npu: None,
+    installed: Callable[..., None],
+) -> Callable[..., None]:
+    """install(soc, count, available=..., init=..., version=..., requires=...): a stand-in
+    torch_npu on the path with its metadata, probed afresh by every project's npu_status();
+    monkeypatch takes it and torch.npu away afterwards. `available` defaults to count > 0; `init`
+    replaces the stand-in's __init__.py (to fail the import, say); the default metadata is the
+    projects' pin, requiring the torch installed here."""
+
+    def install(
+        soc: str = "Ascend910B2",
+        count: int = 1,
+        *,
+        available: bool | None = None,
+        init: str | None = None,
+        version: str = PINNED_TORCH_NPU,
+        requires: tuple[str, ...] | None = None,
+    ) -> None:
+        package = tmp_path / "packages" / "torch_npu"
+        package.mkdir(parents=True)
+        available = count > 0 if available is None else available
+        init = init or TORCH_NPU_STAND_IN.format(version=version, count=count, available=available, soc=soc)
+        (package / "__init__.py").write_text(init)
+        torch_version = importlib.metadata.version("torch").split("+")[0]
+        installed("torch_npu", version, *(requires or (f"torch=={torch_version}.*",)))
+        monkeypatch.setattr(torch, "npu", None, raising=False)
+        monkeypatch.syspath_prepend(package.parent)
+        for project in PROJECTS:
+            tools = importlib.import_module(f"{project}.toolkit.backend")
+            monkeypatch.setattr(tools, "npu_status", tools.probe_npu)
+
+    return install
