@@ -7,9 +7,10 @@ every small change it knows (a flipped comparison, a constant, a dropped argumen
 function of a TARGET, one at a time, and runs the tests that reach that function: a mutant that
 no test fails on survived.
 
-A target is a baked project, mutating the files whose code is new in it (`mutate`, relative to
-the package) against that project's own suite, or the template itself, mutating the hooks
-against their tests. Another bake is one more entry in TARGETS. Each target works in
+A target is the toolkit, mutated in the projects tests/toolkit bakes and tested by
+tests/toolkit (a mutant of one file is one mutant, killed if the tests of any project kill it),
+a baked project, mutating the files whose code is new in it (`mutate`, relative to the package)
+against that project's own suite, or the template itself, mutating the hooks against their tests. Another bake is one more entry in TARGETS. Each target works in
 build/mutation/<name>, where mutmut keeps its results: the next run tests only the mutants of
 functions that changed, and again every survivor when anything else (the tests) changed. Delete
 the folder to start afresh. `TARGET:MODULE` (`full:toolkit/report.py`) tests that module's
@@ -59,38 +60,30 @@ class Target:
     """pytest arguments that select the tests to run; none: the whole suite."""
 
 
-# The full bake holds the code every project shares (an in-place op shows the most of an op's
-# handling); each other bake mutates only the files that exist in it alone. The answers are
-# those of code variants the template's tests bake anyway (tests/conftest.py): shared bakes.
+TOOLKIT_PROJECTS = "src"
+"""Where the toolkit target's working folder holds the projects of tests/toolkit, baked."""
+TOOLKIT = Target(
+    "toolkit",
+    None,
+    (f"{TOOLKIT_PROJECTS}/*_project/toolkit/*.py",),
+    ("tests/toolkit",),
+)
+
+
+# The rooms of the baked projects: the code rendered for the user, tested by the project's own
+# suite. The answers are those of code variants the template's tests bake anyway (tests/conftest.py):
+# shared bakes.
 TARGETS = (
+    TOOLKIT,
     Target(
         "full",
         {"mode": "npugraph_ex", "custom_op": "in_place", "op_registration": "torch_library"},
-        ("toolkit/*.py", "__main__.py", "custom_op.py"),
-    ),
-    Target(
-        "tensor_parallel",
-        {
-            "mode": "npugraph_ex",
-            "parallel": "tensor_parallel",
-            "custom_op": "in_place",
-            "op_registration": "op_plugin",
-        },
-        ("toolkit/parallel.py",),
-    ),
-    Target(
-        "cache_compile",
-        {"mode": "cache_compile", "custom_op": "in_place", "op_registration": "torch_library"},
-        ("toolkit/compile_cache.py",),
-        # export bundles compile_cache.py's source into one file, and mutmut's rewrite of it (a
-        # dispatch table filled after the class) is no source export can order; the full target
-        # mutates export.py against these tests, where compile_cache.py does not exist.
-        ("--ignore=tests/test_export.py",),
+        ("__main__.py", "custom_op.py"),
     ),
     Target(
         "op_plugin",
         {"mode": "npugraph_ex", "custom_op": "in_place", "op_registration": "op_plugin"},
-        ("toolkit/op_plugin.py", "toolkit/opschema.py", "meta_registrations.py", "op_reference.py"),
+        ("meta_registrations.py", "op_reference.py"),
     ),
     Target(
         "decode",
@@ -100,7 +93,7 @@ TARGETS = (
             "custom_op": "in_place",
             "op_registration": "op_plugin",
         },
-        ("toolkit/decode.py", "toolkit/generation.py", "generate.py"),
+        ("generate.py",),
     ),
     Target(
         "hooks",
@@ -220,13 +213,22 @@ def prepare(target: Target) -> Path:
                     config_file=isolated_config(Path(scratch)),
                 )
             )
-        sync(fresh, work)
+        sync(fresh, work, keep=TOOLKIT_PROJECTS if target is TOOLKIT else None)
+        if target is TOOLKIT:
+            sync(toolkit_projects(Path(scratch)), work / TOOLKIT_PROJECTS)
     config = mutmut_config(target, work)
     config_file = work / "setup.cfg"
     if config_file.exists() and config_file.read_text() != config:
         shutil.rmtree(work / "mutants", ignore_errors=True)  # other files or tests: start afresh
     config_file.write_text(config)
     return work
+
+
+def toolkit_projects(scratch: Path) -> Path:
+    """The projects tests/toolkit imports, baked from the template into scratch."""
+    from toolkit.conftest import build_projects
+
+    return build_projects(scratch)
 
 
 def isolated_config(scratch: Path) -> str:
@@ -236,7 +238,9 @@ def isolated_config(scratch: Path) -> str:
     return str(config)
 
 
-def sync(source: Path, target: Path) -> None:
+def sync(source: Path, target: Path, keep: str | None = None) -> None:
+    """Make target a copy of source, writing only the files that differ; a top-level folder
+    named `keep` is left as it is."""
     target.mkdir(parents=True, exist_ok=True)
     wanted = set()
     for path in sorted(source.rglob("*")):
@@ -250,7 +254,7 @@ def sync(source: Path, target: Path) -> None:
             shutil.copyfile(path, copy)
     for path in sorted(target.rglob("*"), reverse=True):
         relative = path.relative_to(target)
-        if relative.parts[0] in KEPT_NAMES or SKIPPED_NAMES & set(relative.parts):
+        if relative.parts[0] in {*KEPT_NAMES, keep} or SKIPPED_NAMES & set(relative.parts):
             continue
         if path.is_file() and relative not in wanted:
             path.unlink()
@@ -300,7 +304,7 @@ def run_mutmut(target: Target, work: Path, workers: int, modules: list[str]) -> 
     """mutmut run; then the survivors again if anything but the mutated code changed. With
     `modules`, every mutant of those modules again instead."""
     if modules:
-        base = "" if target.answers is None else f"{PACKAGE}."
+        base = "*." if target is TOOLKIT else "" if target.answers is None else f"{PACKAGE}."
         patterns = [base + module.removesuffix(".py").replace("/", ".") + ".*" for module in modules]
         mutmut(work, "run", "--max-children", str(workers), *patterns)
         return
@@ -332,10 +336,13 @@ def mutmut(work: Path, *arguments: str) -> None:
         # The working folder is a copy of files in a git checkout, not one: no git diffs.
         "GIT_CEILING_DIRECTORIES": str(work.parent),
     }
-    if work.name != "hooks":
-        environment["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # a project's own run has no plugins
-    else:
+    if work.name == "hooks":
         environment["MUTATION_SCRIPTS"] = str(work / "mutants" / "hooks")
+    elif work.name == TOOLKIT.name:
+        # The mutated projects, which tests/toolkit imports instead of baking its own.
+        environment["TOOLKIT_PROJECTS"] = str(work / "mutants" / TOOLKIT_PROJECTS)
+    else:
+        environment["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # a project's own run has no plugins
     command = [sys.executable, "-c", "from mutmut.__main__ import cli; cli()", *arguments]
     process = subprocess.run(command, cwd=work, env=environment, check=False)
     if process.returncode:
@@ -357,17 +364,37 @@ def fingerprint_of(target: Target, work: Path) -> str:
 
 
 def read_results(work: Path) -> dict[str, int | None]:
-    """Every mutant of the target and mutmut's exit code for it."""
+    """Every mutant of the target and mutmut's exit code for it. The toolkit's copies in the
+    projects of tests/toolkit hold the same mutants: each counts once, by its best outcome."""
     results = {}
     for meta in sorted((work / "mutants").rglob("*.meta")):
         results.update(json.loads(meta.read_text())["exit_code_by_key"])
-    return results
+    if work.name != TOOLKIT.name:
+        return results
+    best: dict[str, str] = {}  # a mutant, without its project -> the copy with the best outcome
+    for name, code in results.items():
+        mutant = name.partition(".")[2]
+        if mutant not in best or outcome_rank(code) < outcome_rank(results[best[mutant]]):
+            best[mutant] = name
+    return {name: results[name] for name in best.values()}
+
+
+def outcome_rank(code: int | None) -> int:
+    """The best a copy did, first: killed, timed out, survived its tests, not run yet, and last
+    no tests at all (a copy in a project whose tests never reach that function)."""
+    if code in KILLED:
+        return 0
+    return 1 if code in TIMED_OUT else 2 if code == 0 else 3 if code in NOT_RUN else 4
 
 
 def module_of(name: str) -> str:
-    """`npu_graph_demo.toolkit.report.x_first_call__mutmut_3` -> `toolkit/report.py`."""
+    """`npu_graph_demo.toolkit.report.x_first_call__mutmut_3` -> `toolkit/report.py`; the same
+    for a copy in a project of tests/toolkit (`decode_project.toolkit.report...`)."""
     module = name.partition("__mutmut_")[0].rsplit(".", 1)[0]
-    return module.removeprefix(f"{PACKAGE}.").replace(".", "/") + ".py"
+    package, _, rest = module.partition(".")
+    if package == PACKAGE or package.endswith("_project"):
+        module = rest
+    return module.replace(".", "/") + ".py"
 
 
 def table_rows(target: Target, results: dict[str, int | None]) -> list[tuple]:

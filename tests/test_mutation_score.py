@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 
 import pytest
 from conftest import CHOICES, TEMPLATE, package_of
-from mutation_score import PACKAGE, TARGETS, function_of, module_of
+from mutation_score import PACKAGE, TARGETS, TOOLKIT, function_of, module_of, read_results
 
 BAKES = [target for target in TARGETS if target.answers is not None]
 
@@ -26,9 +27,36 @@ def test_each_bake_holds_the_files_it_mutates(baked, target):
 
 def test_the_template_target_mutates_the_hooks():
     """The template's own target mutates files that exist: the hooks."""
-    (template,) = [target for target in TARGETS if target.answers is None]
+    (template,) = [target for target in TARGETS if target.answers is None and target is not TOOLKIT]
     for glob in template.mutate:
         assert list(TEMPLATE.glob(glob)), glob
+
+
+def test_the_toolkit_target_mutates_every_toolkit_file_in_the_projects_it_tests(tmp_path):
+    """Every module of the template's toolkit is mutated in some project of tests/toolkit."""
+    from toolkit.projects import build_projects
+
+    build_projects(tmp_path)
+    (glob,) = TOOLKIT.mutate
+    mutated = {path.name for path in tmp_path.glob(glob)}
+    toolkit = TEMPLATE / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "toolkit"
+    assert mutated == {path.name for path in toolkit.glob("*.py")}
+
+
+def test_a_toolkit_mutant_counts_once_by_the_best_copy(tmp_path):
+    """The same mutant in two projects' toolkits is one mutant, killed if either copy's tests kill it."""
+    meta = tmp_path / "toolkit" / "mutants" / "src" / "bench.py.meta"
+    meta.parent.mkdir(parents=True)
+    codes = {
+        "forward_project.toolkit.bench.x_run__mutmut_1": 0,
+        "decode_project.toolkit.bench.x_run__mutmut_1": 1,
+        "forward_project.toolkit.bench.x_run__mutmut_2": 33,
+        "decode_project.toolkit.bench.x_run__mutmut_2": 0,
+    }
+    meta.write_text(json.dumps({"exit_code_by_key": codes}))
+    results = read_results(tmp_path / "toolkit")
+    assert sorted(results.values()) == [0, 1]
+    assert {module_of(name) for name in results} == {"toolkit/bench.py"}
 
 
 def test_a_mutant_is_named_by_its_file_and_function():

@@ -1,19 +1,18 @@
 """Projects for the toolkit's tests, and the fixtures those tests share.
 
 The toolkit is the same files in every project (tests/test_toolkit_layout.py checks that), so it is
-tested once, here, not in every baked project. Each entry of PROJECTS is a project baked in-process
+tested once, here, not in every baked project. Each entry of PROJECTS (projects.py) is a project baked in-process
 when this module loads, under a package name of its own, so that the tests import its toolkit by
 name (`from forward_project.toolkit import bench`) and several configurations share one process.
 A test that needs a model of its own sets the attributes of that project's `model` module.
 
-TOOLKIT_UNDER_TEST, when set, names a folder of toolkit files copied over every project's own
-(`nox -s mutation_score` points it at mutmut's mutants).
+TOOLKIT_PROJECTS, when set, names a folder that holds these projects already baked, to import
+instead (`nox -s mutation_score` bakes them once, and mutmut mutates their toolkits).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import importlib
 import importlib.metadata
 import os
@@ -25,54 +24,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import bake
 
-PROJECTS: dict[str, dict[str, str]] = {
-    "forward_project": {},
-    "decode_project": {"workload": "decode"},
-    "parallel_project": {"parallel": "tensor_parallel"},
-    "decode_parallel_project": {"workload": "decode", "parallel": "tensor_parallel"},
-    "cache_project": {"mode": "cache_compile"},
-    "op_project": {"custom_op": "in_place", "op_registration": "torch_library"},
-    # op-plugin ops live in torch.ops.npu, one namespace for the process: one such project.
-    "plugin_project": {"custom_op": "in_place", "op_registration": "op_plugin"},
-}
-"""Package name → answers over the defaults (the package name is also the project's slug)."""
+from toolkit.projects import PROJECTS, build_projects
 
-
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """Standard output, this process's and its children's, goes nowhere meanwhile."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with Path(os.devnull).open("w") as nowhere:
-            os.dup2(nowhere.fileno(), 1)
-            yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
-def build_projects(root: Path) -> Path:
-    """Bake every project of PROJECTS into root; the folder to put on sys.path."""
-    source = root / "src"
-    source.mkdir()
-    for package, answers in PROJECTS.items():
-        with quiet():  # the post-gen hook's next steps, printed by a process of its own
-            project = bake(root / package, project_slug=package, package_name=package, **answers)
-        shutil.move(project / "src" / package, source / package)
-        if override := os.environ.get("TOOLKIT_UNDER_TEST"):
-            kept = source / package / "toolkit"
-            for path in kept.glob("*.py"):
-                shutil.copy(Path(override) / path.name, path)
-    return source
-
-
-_ROOT = Path(tempfile.mkdtemp(prefix="toolkit-projects-"))
-atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
-# Baked first: cookiecutter puts back a copy of sys.path when it ends, so this inserts into that.
-_SOURCE = build_projects(_ROOT)
+if _BAKED := os.environ.get("TOOLKIT_PROJECTS"):
+    _SOURCE = Path(_BAKED).resolve()
+else:
+    _ROOT = Path(tempfile.mkdtemp(prefix="toolkit-projects-"))
+    atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
+    # Baked first: cookiecutter puts back a copy of sys.path when it ends, so this inserts into that.
+    _SOURCE = build_projects(_ROOT)
 sys.path.insert(0, str(_SOURCE))
 # Each package switches off torch's device-backend autoload before torch is first imported.
 for _package in PROJECTS:
