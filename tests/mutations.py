@@ -127,13 +127,12 @@ MUTATIONS = (
         DEFAULT,
     ),
     Mutation(
-        "npu export compiles with fullgraph=False",
+        "npu export leaves .to(backend.device) to choose where it runs",
         f"{TOOLKIT}/export.py",
-        '        ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),',
-        '        ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),\n'
-        '        ("fullgraph=True", "fullgraph=False"),',
-        "tests/test_export.py -k npu_target",
-        DEFAULT,
+        '            edits.append((node.func.value, node, ".npu()"))',
+        "            pass",
+        "tests/toolkit/test_export_npu_form.py -k becomes_the_npu_backend",
+        None,
     ),
     Mutation(
         "check says nothing of a non-tensor input",
@@ -465,10 +464,18 @@ MUTATIONS = (
     Mutation(
         "an npugraph_ex project gets cache_compile's export rules",
         f"{TOOLKIT}/export.py",
-        "    if not project.CACHE_COMPILE:\n        literals.append(",
-        "    if project.CACHE_COMPILE:\n        literals.append(",
-        "tests/test_export.py -k npu_target",
-        DEFAULT,
+        '            elif node.attr == "name" and not project.CACHE_COMPILE:',
+        '            elif node.attr == "name" and project.CACHE_COMPILE:',
+        "tests/toolkit/test_export_npu_form.py -k becomes_the_npu_backend",
+        None,
+    ),
+    Mutation(
+        "npu export half-writes a select_backend() called with arguments",
+        f"{TOOLKIT}/export.py",
+        "            if node.args or node.keywords:\n                refuse_backend_choice(",
+        "            if False:\n                refuse_backend_choice(",
+        "tests/toolkit/test_export_npu_form.py -k refused_naming_its_line",
+        None,
     ),
     Mutation(
         "backend probe lets a half-sourced CANN's bare Exception through",

@@ -39,7 +39,8 @@ def infer_one_step():
       _forward(), which calls your model (its docstring lists dynamic=False, cache_dir and the
       cache rules); the first run writes the cache, later runs load it
     - cache_dir=CACHE_DIR: the cache folder, relative to where you run
-    - config = backend.options: the npugraph_ex options cache_compile uses (None off NPU)
+    - config: the npugraph_ex options cache_compile uses, backend.NPUGRAPH_EX_OPTIONS (None off
+      NPU)
 {%- else %}
     One {{ "decode step" if decode else "inference step" }} of build_model() in npugraph_ex graph mode.
 

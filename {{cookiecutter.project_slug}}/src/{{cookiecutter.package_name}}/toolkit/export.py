@@ -59,26 +59,93 @@ HOW = {
 }
 
 
-def npu_literals() -> list[tuple[str, str]]:
-    """What select_backend() decides on an NPU, in the seed's literal form, for the npu target:
-    each is (text in this project's sources, text in the exported file)."""
-    literals = [
-        (
-            "backend = select_backend()",
-            'backend = Backend("npugraph_ex", "npu", "the npu target of the export")',
-        ),
-        ("config = backend.options", "config = NPUGRAPH_EX_OPTIONS"),
-    ]
-    if not project.CACHE_COMPILE:
-        literals.append(("backend=backend.name,", 'backend="npugraph_ex",'))
-    literals.append((".to(backend.device)", ".npu()"))
-    if project.TENSOR_PARALLEL:
-        # tensor_parallel() has made npu:<LOCAL_RANK> the current device.
-        literals.append((".to(ranks.device)", ".npu()"))
-    return literals
+NPU_BACKEND = 'Backend("npugraph_ex", "npu", "the npu target of the export")'
+"""What select_backend() decides on an NPU, as the npu target writes it."""
 
 
-# Where the names that the npu literals write are defined.
+def npu_form(statement: str, path: Path, first_line: int) -> str:
+    """The statement as the npu target writes it: select_backend()'s decision on an NPU in the
+    seed's literal form. It reads the statement's structure, not its text, so any formatting
+    reads alike:
+
+    - `select_backend()` becomes the Backend it returns on an NPU, and of a name bound to it,
+    - `.options` becomes NPUGRAPH_EX_OPTIONS and, but for cache_compile, `.name` "npugraph_ex";
+    - `x.to(<it or the ranks of tensor_parallel()>.device)` becomes `x.npu()`.
+
+    A use of select_backend() that is not a plain call is refused, naming its line: the file
+    would choose its backend where it runs, which the npu target promises not to do.
+    """
+    tree = ast.parse(statement)
+    backends, devices = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and is_call_of(node.value, "select_backend"):
+            names = {target.id for target in node.targets if isinstance(target, ast.Name)}
+            backends |= names
+            devices |= names
+        elif isinstance(node, ast.withitem) and is_call_of(node.context_expr, "tensor_parallel"):
+            if isinstance(node.optional_vars, ast.Name):
+                devices.add(node.optional_vars.id)
+    calls = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    edits: list[tuple[ast.AST, ast.AST, str]] = []  # (from the start of, to the end of, new text)
+    for node in ast.walk(tree):
+        if is_call_of(node, "select_backend"):
+            if node.args or node.keywords:
+                refuse_backend_choice(path, first_line + node.lineno - 1)
+            edits.append((node, node, NPU_BACKEND))
+        elif isinstance(node, ast.Name) and node.id == "select_backend" and id(node) not in calls:
+            refuse_backend_choice(path, first_line + node.lineno - 1)
+        elif isinstance(node, ast.Attribute) and is_name_in(node.value, backends):
+            if node.attr == "options":
+                edits.append((node, node, "NPUGRAPH_EX_OPTIONS"))
+            elif node.attr == "name" and not project.CACHE_COMPILE:
+                edits.append((node, node, '"npugraph_ex"'))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "to"
+            and not node.keywords
+            and len(node.args) == 1
+            and isinstance(device := node.args[0], ast.Attribute)
+            and device.attr == "device"
+            and is_name_in(device.value, devices)
+        ):
+            edits.append((node.func.value, node, ".npu()"))
+    return replaced(statement, edits)
+
+
+def is_call_of(node: ast.AST, function: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == function
+
+
+def is_name_in(node: ast.AST, names: set[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in names
+
+
+def refuse_backend_choice(path: Path, line: int) -> None:
+    raise BundleError(
+        f"{path.name}:{line}: the npu target writes select_backend()'s choice on an NPU where it "
+        "is called, and this use of it is not a call without arguments; call it plainly "
+        "(`backend = select_backend()`), or export --target portable"
+    )
+
+
+def replaced(text: str, edits: list[tuple[ast.AST, ast.AST, str]]) -> str:
+    """text with each edit made: from the start of its first node (or, where the two differ, the
+    end of the first: the `.to(...)` after a value) to the end of the second."""
+    spans = []
+    for first, last, new in edits:
+        begin = (
+            offset(text, first.lineno, first.col_offset)  # type: ignore[attr-defined]
+            if first is last
+            else offset(text, first.end_lineno, first.end_col_offset)  # type: ignore[attr-defined]
+        )
+        spans.append((begin, offset(text, last.end_lineno, last.end_col_offset), new))  # type: ignore[attr-defined]
+    for begin, end, new in sorted(spans, reverse=True):
+        text = text[:begin] + new + text[end:]
+    return text
+
+
+# Where the names that the npu form writes are defined (npu_form).
 LITERAL_NAMES = {"Backend": f"{TOOLKIT}.backend", "NPUGRAPH_EX_OPTIONS": f"{TOOLKIT}.backend"}
 SCRIPT_NAMES = {"__file__", "__builtins__", "__cached__", "__annotations__"}
 """What Python defines in every script beside the builtins (which hold __name__, __spec__, ...)."""
@@ -213,10 +280,16 @@ def is_docstring(node: ast.stmt) -> bool:
 
 def segment(lines: list[str], node: ast.stmt) -> str:
     """The statement's source with its decorators and the comment lines right above it."""
+    return "\n".join(lines[segment_start(lines, node) - 1 : node.end_lineno])
+
+
+def segment_start(lines: list[str], node: ast.stmt) -> int:
+    """The line its segment starts on: the first comment line right above the statement or its
+    first decorator."""
     start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
     while start > 1 and lines[start - 2].lstrip().startswith("#"):
         start -= 1
-    return "\n".join(lines[start - 1 : node.end_lineno])
+    return start
 
 
 def load(name: str, target: str) -> Module:
@@ -256,8 +329,7 @@ def load(name: str, target: str) -> Module:
             if not statement:
                 continue  # a branch on a setting this project does not take
             if target == "npu":
-                for project_text, literal in npu_literals():
-                    statement = statement.replace(project_text, literal)
+                statement = npu_form(statement, path, segment_start(lines, node))
                 if name == f"{TOOLKIT}.compile_cache":
                     statement = literal_cache_compile(statement)
             statement = inline_calls(name, statement)
@@ -736,7 +808,7 @@ class Bundler:
                     # It needs nothing more: `attribute` is resolved above, as `origin` means it.
                     self.emit(Definition(module.name, f"{name} = {attribute}", {name}))
         elif name in LITERAL_NAMES and name not in module.external:
-            # A name the npu target's literal form brings in (npu_literals).
+            # A name the npu target's literal form brings in (npu_form).
             self.resolve(self.module(LITERAL_NAMES[name]), name)
         elif name in module.external:
             statement = module.external[name]

@@ -1,0 +1,87 @@
+"""export's npu target: select_backend()'s choice on an NPU written in the seed's literal form,
+read from the structure of the code, never from its text."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from ruff.__main__ import find_ruff_bin
+
+from forward_project.toolkit import export
+
+MRE = Path(export.source_of(export.ENTRY))
+
+
+def npu_form(statement: str) -> str:
+    return export.npu_form(statement, MRE, 1)
+
+
+def test_the_backend_choice_becomes_the_npu_backend_with_its_options_name_and_device():
+    """Each use of select_backend()'s result reads as what it is on an NPU."""
+    statement = (
+        "def step():\n"
+        "    chosen = select_backend()\n"
+        "    config = chosen.options\n"
+        "    model = build_model().to(chosen.device).eval()\n"
+        "    return torch.compile(model, backend=chosen.name, options=config)\n"
+    )
+    assert npu_form(statement) == (
+        "def step():\n"
+        f"    chosen = {export.NPU_BACKEND}\n"
+        "    config = NPUGRAPH_EX_OPTIONS\n"
+        "    model = build_model().npu().eval()\n"
+        '    return torch.compile(model, backend="npugraph_ex", options=config)\n'
+    )
+
+
+def test_the_ranks_device_of_tensor_parallel_is_the_npu():
+    """Under tensor parallelism the ranks' device is the rank's NPU: `.to(ranks.device)` is `.npu()`."""
+    statement = (
+        "with tensor_parallel(backend.device) as ranks:\n"
+        "    model = ranks.shard(build_model().to(ranks.device).eval(), plan)\n"
+    )
+    assert ".to(" not in npu_form(statement)
+    assert "build_model().npu().eval()" in npu_form(statement)
+
+
+def test_other_devices_and_other_names_are_left_alone():
+    """Only the backend's and the ranks' devices are the NPU; another `.to(...)` keeps its meaning."""
+    statement = "x = y.to(other.device)\nz = w.to(dtype)\nname = options.name\n"
+    assert npu_form(statement) == statement
+
+
+def test_a_choice_formatted_over_several_lines_reads_alike():
+    """The rewrite follows the code, not its layout: a call split over lines is found."""
+    statement = "model = (\n    build_model()\n    .to(\n        backend.device\n    )\n)\nbackend = select_backend(\n)\n"
+    form = npu_form(statement)
+    assert "select_backend" not in form
+    assert "build_model().npu()" in form
+
+
+@pytest.mark.parametrize(
+    "use",
+    ["choose = select_backend", "backend = select_backend(prefer='npu')", "backends = [select_backend]"],
+)
+def test_a_use_it_cannot_write_as_a_literal_is_refused_naming_its_line(use):
+    """A choice the file would make where it runs is refused, with the file and line, not half-written."""
+    with pytest.raises(export.BundleError, match=r"^mre\.py:3: the npu target writes select_backend"):
+        export.npu_form(f"def step():\n    {use}\n", MRE, 2)
+
+
+def test_an_mre_renamed_and_reformatted_narrow_still_exports_the_seed_s_literal_form(tmp_path, monkeypatch):
+    """Your own name for the backend, and `ruff format --line-length 40` on mre.py, change nothing
+    the npu target writes of it: no choice is left to make where the file runs."""
+    narrow = tmp_path / "mre.py"
+    # Every use of the name; not the keyword torch.compile(backend=...), nor the module toolkit.backend.
+    narrow.write_text(re.sub(r"(?<![.\w])backend\b(?!=)", "chosen", MRE.read_text()))
+    subprocess.run([find_ruff_bin(), "format", "-q", "--line-length", "40", str(narrow)], check=True)
+    source_of = export.source_of
+    monkeypatch.setattr(export, "source_of", lambda name: narrow if name == export.ENTRY else source_of(name))
+    bundle = export.export("npu")
+    entry = bundle[bundle.index("def infer_one_step") :]
+    assert "select_backend" not in entry
+    assert f"chosen = {export.NPU_BACKEND}" in entry
+    assert "config = NPUGRAPH_EX_OPTIONS" in entry
+    assert 'backend="npugraph_ex"' in entry
+    assert ".to(chosen.device)" not in entry
