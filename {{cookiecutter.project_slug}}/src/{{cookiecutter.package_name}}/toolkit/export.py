@@ -82,9 +82,12 @@ def npu_form(statement: str, path: Path, first_line: int) -> str:
             names = {target.id for target in node.targets if isinstance(target, ast.Name)}
             backends |= names
             devices |= names
-        elif isinstance(node, ast.withitem) and is_call_of(node.context_expr, "tensor_parallel"):
-            if isinstance(node.optional_vars, ast.Name):
-                devices.add(node.optional_vars.id)
+        elif (
+            isinstance(node, ast.withitem)
+            and is_call_of(node.context_expr, "tensor_parallel")
+            and isinstance(node.optional_vars, ast.Name)
+        ):
+            devices.add(node.optional_vars.id)
     calls = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     edits: list[tuple[ast.AST, ast.AST, str]] = []  # (from the start of, to the end of, new text)
     for node in ast.walk(tree):
@@ -114,7 +117,9 @@ def npu_form(statement: str, path: Path, first_line: int) -> str:
 
 
 def is_call_of(node: ast.AST, function: str) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == function
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == function
+    )
 
 
 def is_name_in(node: ast.AST, names: set[str]) -> bool:
