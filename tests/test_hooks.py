@@ -258,7 +258,6 @@ def test_post_gen_removes_the_other_modes_files():
     answers |= {"op_registration": "op_plugin", "parallel": "tensor_parallel"}
     assert post_gen.paths_to_remove(answers) == [
         "src/pkg/toolkit/compile_cache.py",
-        "tests/test_compile_cache.py",
         "src/pkg/custom_op.py",
     ]
     assert post_gen.paths_to_remove({**answers, "mode": "cache_compile"}) == ["src/pkg/custom_op.py"]

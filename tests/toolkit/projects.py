@@ -23,6 +23,8 @@ PROJECTS: dict[str, dict[str, str]] = {
     "op_project": {"custom_op": "in_place", "op_registration": "torch_library"},
     # op-plugin ops live in torch.ops.npu, one namespace for the process: one such project.
     "plugin_project": {"custom_op": "in_place", "op_registration": "op_plugin"},
+    # test_compile_cache.py: each rank of the tensor-parallel MRE asks for a cache of its own.
+    "parallel_cache_project": {"parallel": "tensor_parallel", "mode": "cache_compile"},
 }
 """Package name → answers over the defaults (the package name is also the project's slug)."""
 

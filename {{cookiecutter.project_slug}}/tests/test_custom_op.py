@@ -15,6 +15,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from {{ cookiecutter.package_name }} import {{ "meta_registrations" if op_plugin else "custom_op" }}
 {%- if op_plugin %}
 from {{ cookiecutter.package_name }}.op_reference import reference
+from {{ cookiecutter.package_name }}.toolkit import opschema
 {%- else %}
 from {{ cookiecutter.package_name }}.custom_op import reference
 {%- endif %}
@@ -102,13 +103,9 @@ def test_opcheck_passes():
 {%- if op_plugin %}
 
 
-def test_meta_kernel_is_registered_on_the_op():
-    """npu::{{ cookiecutter.op_name }} has its own Meta kernel, not only the stand-in's CompositeExplicitAutograd one."""
-    assert torch._C._dispatch_has_kernel_for_dispatch_key(OP.default.name(), "Meta")
-
-
 def test_meta_kernel_is_the_one_meta_registrations_registers():
-    """The Meta kernel the dispatcher holds for the op was registered by meta_registrations.py."""
+    """npu::{{ cookiecutter.op_name }} has a Meta kernel of its own, not only the stand-in's
+    CompositeExplicitAutograd one, and meta_registrations.py registered it."""
     meta_lines = [
         line
         for line in torch._C._dispatch_dump(OP.default.name()).splitlines()
@@ -116,6 +113,12 @@ def test_meta_kernel_is_the_one_meta_registrations_registers():
     ]
     assert meta_lines, "no Meta kernel on the op"
     assert meta_registrations.__file__ in meta_lines[0]
+
+
+def test_project_schema_passes_strict(capsys):
+    """This project's op_plugin_functions.yaml has no finding, graph-mode warnings included."""
+    assert opschema.main(["--strict"]) == 0
+    assert capsys.readouterr().out == ""
 {%- endif %}
 
 
@@ -199,28 +202,10 @@ def test_fake_run_returns_nothing_and_keeps_x(shape, dtype):
         assert (fake_x.shape, fake_x.dtype) == (x.shape, x.dtype)
 
 
-def test_eager_call_adds_y_into_x_known_values():
-    """In eager mode the op writes x + y into x: fixed inputs, fixed expected values."""
-    x, y = known_pair()
-    assert OP(x, y) is None
-    torch.testing.assert_close(x, expected_sum())
-
-
 def test_reference_adds_y_into_x_known_values():
     """The plain-torch reference computes x += y: fixed inputs, fixed expected values."""
     x, y = known_pair()
     reference(x, y)
-    torch.testing.assert_close(x, expected_sum())
-
-
-def test_compiled_call_adds_y_into_x_known_values():
-    """Compiled as one graph, the op still writes x + y into the caller's x."""
-
-    def step(x: torch.Tensor, y: torch.Tensor) -> None:
-        OP(x, y)
-
-    x, y = known_pair()
-    torch.compile(step, backend=STAND_IN, fullgraph=True, dynamic=False)(x, y)
     torch.testing.assert_close(x, expected_sum())
 
 
@@ -260,20 +245,9 @@ def test_fake_output_matches_the_kernel(shape, dtype):
     assert (fake.shape, fake.dtype) == (real.shape, real.dtype)
 
 
-def test_eager_call_adds_known_values():
-    """In eager mode the op returns x + y: fixed inputs, fixed expected values."""
-    torch.testing.assert_close(OP(*known_pair()), expected_sum())
-
-
 def test_reference_adds_known_values():
     """The plain-torch reference returns x + y: fixed inputs, fixed expected values."""
     torch.testing.assert_close(reference(*known_pair()), expected_sum())
-
-
-def test_compiled_call_adds_known_values():
-    """Compiled as one graph, the op returns x + y."""
-    compiled = torch.compile(OP, backend=STAND_IN, fullgraph=True, dynamic=False)
-    torch.testing.assert_close(compiled(*known_pair()), expected_sum())
 
 
 def test_eager_call_equals_the_reference():
@@ -292,16 +266,7 @@ def test_compiled_call_equals_eager():
     compiled = torch.compile(step, backend=STAND_IN, fullgraph=True, dynamic=False)
     torch.testing.assert_close(compiled(x, y), step(x, y))
 {%- endif %}
-{%- if op_plugin %}
-
-
-@pytest.mark.npu
-def test_on_an_npu_the_op_comes_from_torch_npu():
-    """On an NPU torch_npu (rebuilt with the op) defines it: the development stand-in stays out."""
-    from {{ cookiecutter.package_name }}.toolkit import op_plugin
-
-    assert op_plugin._library is None
-{%- else %}
+{%- if not op_plugin %}
 
 
 @pytest.mark.npu

@@ -1,4 +1,4 @@
-"""The op-plugin schema: the project's yaml is clean, the op is defined from it, the checker finds faults."""
+"""The op-plugin schema: the op is defined from the yaml, the checker finds faults."""
 
 import re
 import textwrap
@@ -7,8 +7,8 @@ from importlib.resources import files
 import pytest
 import torch
 
-from {{ cookiecutter.package_name }}.op_reference import reference
-from {{ cookiecutter.package_name }}.toolkit import op_plugin, opschema
+from plugin_project.op_reference import reference
+from plugin_project.toolkit import op_plugin, opschema
 
 HEADER = "all_version: [v2.1, v2.6, v2.7]\ncustom:\n"
 
@@ -20,14 +20,20 @@ def findings(tmp_path, entries: str, *, header: str = HEADER) -> list[str]:
     return [str(finding).removeprefix(f"{path}:") for finding in opschema.check(path)]
 
 
-def test_project_schema_passes_strict(capsys):
-    """This project's op_plugin_functions.yaml has no finding, warnings included."""
-    assert opschema.main(["--strict", str(op_plugin.SCHEMA_FILE)]) == 0
+def test_with_no_file_the_projects_yaml_is_checked(tmp_path, monkeypatch, capsys):
+    """`opschema` alone checks the project's op_plugin_functions.yaml; the sample's is clean,
+    warnings included."""
+    assert opschema.main(["--strict"]) == 0
     assert capsys.readouterr().out == ""
+    broken = tmp_path / "f"
+    broken.write_text(HEADER + "- func: a(Tensr x) -> Tensor\n")
+    monkeypatch.setattr(opschema, "DEFAULT_FILE", broken)
+    assert opschema.main([]) == 1
+    assert "func is not a valid schema" in capsys.readouterr().out
 
 
 def test_op_is_defined_from_the_yaml():
-    """torch.ops.npu.{{ cookiecutter.op_name }} has exactly the schema the yaml's func declares."""
+    """The op of the yaml has exactly the schema its func declares."""
     declared = torch._C.parse_schema(f"npu::{op_plugin.schema()}")
     assert getattr(torch.ops.npu, op_plugin.OP_NAME).default._schema == declared
 
@@ -36,9 +42,7 @@ def test_op_missing_on_an_npu_is_an_error_with_the_steps():
     """Where an NPU runs but torch_npu lacks the op, the stand-in refuses with each step: where
     the entry goes, the kernel, the rebuild, and the README section that walks through them."""
     with pytest.raises(RuntimeError) as refused:
-        op_plugin.define_if_missing(
-            "not_built", "not_built(Tensor x) -> Tensor", reference, npu_ok=True
-        )
+        op_plugin.define_if_missing("not_built", "not_built(Tensor x) -> Tensor", reference, npu_ok=True)
     assert str(refused.value) == (
         "torch_npu has no npu::not_built. Add the entry of op_plugin_functions.yaml under `custom:` "
         "in op-plugin's op_plugin_functions.yaml, deploy your Ascend C kernel and rebuild "
@@ -62,6 +66,12 @@ def test_existing_op_is_left_alone():
     """An op torch_npu already has (here: the one defined at import) is not defined again."""
     name, func = op_plugin.OP_NAME, op_plugin.schema()
     assert op_plugin.define_if_missing(name, func, reference, npu_ok=False) is None
+
+
+@pytest.mark.npu
+def test_on_an_npu_the_op_comes_from_torch_npu():
+    """On an NPU torch_npu (rebuilt with the op) defines it: the development stand-in stays out."""
+    assert op_plugin._library is None
 
 
 def test_accepts_every_schema_in_atens_native_functions():
@@ -123,9 +133,7 @@ def test_accepts_version_forms(tmp_path):
     assert findings(tmp_path, entries) == []
 
 
-KNOWN_SECTIONS = (
-    "all_version, autograd, custom, custom_autograd, official, quant, symint, tocpu, unsupported"
-)
+KNOWN_SECTIONS = "all_version, autograd, custom, custom_autograd, official, quant, symint, tocpu, unsupported"
 BROKEN = {
     "yaml that does not parse, at the construct it opens": (
         "- func: a(Tensor x) -> Tensor\n  op_api: [v2.1\n",
@@ -227,9 +235,7 @@ def test_a_refused_character_is_placed_by_every_line_before_it(tmp_path):
 
 def test_the_outputs_after_a_misspelt_gen_opapi_key_are_checked(tmp_path):
     """A misspelt gen_opapi key is reported, and the outputs listed after it are still checked."""
-    entries = (
-        "- func: a(Tensor x) -> Tensor\n  gen_opapi:\n    exe: aclnnA\n    out:\n      size: y\n"
-    )
+    entries = "- func: a(Tensor x) -> Tensor\n  gen_opapi:\n    exe: aclnnA\n    out:\n      size: y\n"
     (misspelt, output) = findings(tmp_path, entries)
     assert misspelt.startswith("5: a: gen_opapi.exe: unknown key")
     assert output == "7: a: gen_opapi.out.size: y is not an argument of the op"
@@ -331,9 +337,7 @@ def test_an_in_place_kernel_writing_a_marked_input_passes(tmp_path):
 def test_the_summary_counts_errors_and_warnings_apart(tmp_path, capsys):
     """The last line counts the errors and the warnings of every file given."""
     path = tmp_path / "f"
-    path.write_text(
-        HEADER + "- func: a(Tensr x) -> Tensor\n- func: b(Tensor x, int k, Tensor y) -> Tensor\n"
-    )
+    path.write_text(HEADER + "- func: a(Tensr x) -> Tensor\n- func: b(Tensor x, int k, Tensor y) -> Tensor\n")
     assert opschema.main([str(path), str(path)]) == 1
     assert capsys.readouterr().err == "2 errors, 2 warnings\n"
 
@@ -341,9 +345,9 @@ def test_the_summary_counts_errors_and_warnings_apart(tmp_path, capsys):
 def test_help_says_what_it_checks_under_the_command_name(help_of):
     """`opschema --help` gives the usage under the command's name, what it checks, and each
     argument with what it takes."""
-    printed = help_of(opschema.main, "{{ cookiecutter.package_name }} opschema")
+    printed = help_of(opschema.main, "plugin_project opschema")
     assert printed.startswith(
-        "usage: {{ cookiecutter.package_name }} opschema [-h] [--strict] [files ...] Check op-plugin "
+        "usage: plugin_project opschema [-h] [--strict] [files ...] Check op-plugin "
         "schema files (op_plugin_functions.yaml) before a torch_npu build or graph mode does. "
     )
     assert " files yaml files (default: this project's) " in printed

@@ -1,6 +1,6 @@
-{%- set cache = cookiecutter.mode == "cache_compile" -%}
 """The contract's helpers: outputs compared within their dtype's tolerance, inputs baked in named."""
 
+import importlib
 import re
 from dataclasses import dataclass
 
@@ -8,13 +8,12 @@ import pytest
 import torch
 import torch.utils._pytree as pytree
 
-from {{ cookiecutter.package_name }} import model
-from {{ cookiecutter.package_name }}.toolkit import bench
-from {{ cookiecutter.package_name }}.toolkit.contract import (
+from forward_project import model
+from forward_project.toolkit import bench, contract
+from forward_project.toolkit.contract import (
     ContractError,
     assert_same,
     constant_inputs,
-    constant_note,
     describe,
     describe_tree,
     mismatches,
@@ -308,22 +307,27 @@ def test_non_tensor_output_leaves_are_named_by_path_and_type():
     assert non_tensor_leaves(3) == ["output: int"]
 
 
-{% if cache -%}
 CACHED = (
     "; under cache_compile that deletes the cache, and a loaded cache checks no guards: it "
     "keeps the value it was written with"
 )
-{% else -%}
-CACHED = ""
-{% endif -%}
-"""What a baked-in constant costs beyond a second graph, in this project's mode."""
+"""What a baked-in constant costs beyond a second graph under cache_compile."""
 
 
-def test_a_bool_input_compiles_a_second_graph_for_its_other_value():
-    """A bool input: baked in, its other value compiles one more graph, and the fix if it changes."""
+@pytest.fixture(params=["forward_project", "cache_project"])
+def noted(request):
+    """(constant_note, what it adds beyond a second graph) of a project in each mode."""
+    contract = importlib.import_module(f"{request.param}.toolkit.contract")
+    return contract.constant_note, CACHED if request.param == "cache_project" else ""
+
+
+def test_a_bool_input_compiles_a_second_graph_for_its_other_value(noted):
+    """A bool input: baked in, its other value compiles one more graph (under cache_compile it
+    also deletes the cache), and the fix if it changes."""
+    constant_note, cached = noted
     what = (
         "[1]: bool True is baked into the graph as a constant where forward reads it: the other "
-        f"value compiles a second graph{CACHED}"
+        f"value compiles a second graph{cached}"
     )
     fix = (
         "fine for a setting that stays fixed; one that changes per call: pass a bool tensor and "
@@ -340,13 +344,14 @@ def test_a_bool_input_compiles_a_second_graph_for_its_other_value():
     ],
     ids=["number", "string"],
 )
-def test_a_constant_input_compiles_a_graph_per_value_up_to_the_limit(value, fix):
-    """A number or string input: each new value compiles a graph until the recompile limit, then
-    fails; a number's fix is a 0-d tensor."""
+def test_a_constant_input_compiles_a_graph_per_value_up_to_the_limit(noted, value, fix):
+    """A number or string input: each new value compiles a graph (under cache_compile it also
+    deletes the cache) until the recompile limit, then fails; a number's fix is a 0-d tensor."""
+    constant_note, cached = noted
     limit = torch._dynamo.config.recompile_limit
     what = (
         f"[1]: {describe(value)} is baked into the graph as a constant where forward reads it: "
-        f"each new value compiles another graph{CACHED}, and after {limit} graphs the next new "
+        f"each new value compiles another graph{cached}, and after {limit} graphs the next new "
         f"value fails under fullgraph=True (FailOnRecompileLimitHit; "
         f"torch._dynamo.config.recompile_limit = {limit})"
     )
@@ -360,7 +365,7 @@ class Scale(torch.nn.Module):
 
 def test_the_recompile_limit_named_is_where_fullgraph_fails():
     """The note's recompile limit is torch's: that many values compile, the next one raises."""
-    what, fix = constant_note("[1]", 0.5)
+    what, fix = contract.constant_note("[1]", 0.5)
     limit = int(re.search(r"recompile_limit = (\d+)", what).group(1))
     assert "torch.tensor(0.5)" in fix
     torch._dynamo.reset()

@@ -1,5 +1,5 @@
-{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
-"""cache_compile: any model runs compiled through CachedModel; off NPU no cache is written."""
+"""cache_compile: any model runs compiled through CachedModel; off NPU no cache is written; each
+rank asks for a cache of its own."""
 
 import logging
 import re
@@ -12,17 +12,18 @@ from torch import nn
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._dynamo.utils import counters
 
-{% if tp %}from {{ cookiecutter.package_name }} import mre
-{% endif %}from {{ cookiecutter.package_name }}.model import build_model, example_inputs
-from {{ cookiecutter.package_name }}.toolkit import compile_cache
-from {{ cookiecutter.package_name }}.toolkit.backend import (
+from cache_project.model import build_model, example_inputs
+from cache_project.toolkit import compile_cache
+from cache_project.toolkit.backend import (
     BACKEND_ENV,
     Backend,
     npu_status,
     select_backend,
 )
-from {{ cookiecutter.package_name }}.toolkit.compile_cache import CACHE_DIR, CachedModel
-from {{ cookiecutter.package_name }}.toolkit.contract import to_device
+from cache_project.toolkit.compile_cache import CACHE_DIR, CachedModel
+from cache_project.toolkit.contract import to_device
+from parallel_cache_project import mre
+from parallel_cache_project.toolkit import compile_cache as parallel_compile_cache
 
 
 @pytest.fixture
@@ -138,7 +139,6 @@ def test_cache_files_are_written_owner_only(in_tmp_dir):
     assert written, f"no compiled_module under {CACHE_DIR}"
     for path in written:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
-{%- if tp %}
 
 
 class Asked(Exception):
@@ -146,17 +146,17 @@ class Asked(Exception):
 
 
 def test_each_rank_asks_for_its_own_cache(in_tmp_dir, monkeypatch):
-    """The MRE hands cache_compile this rank's global_rank and tp_rank: one cache per rank."""
+    """The tensor-parallel MRE hands cache_compile this rank's global_rank and tp_rank: one cache
+    per rank."""
     asked = []
 
     def recording(method, **keywords):
         asked.append(keywords)
         raise Asked  # stop there: what follows is a compile of the model, tested elsewhere
 
-    monkeypatch.setattr(compile_cache, "cache_compile", recording)
+    monkeypatch.setattr(parallel_compile_cache, "cache_compile", recording)
     with pytest.raises(Asked):
         mre.infer_one_step()
     assert [{k: v for k, v in each.items() if k.endswith("rank")} for each in asked] == [
         {"global_rank": 0, "tp_rank": 0}
     ]
-{%- endif %}

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }}.toolkit import bench
-from {{ cookiecutter.package_name }}.toolkit.state import (
+from forward_project.toolkit import bench
+from forward_project.toolkit.state import (
     restore,
     save,
     state_mismatches,
@@ -165,8 +165,7 @@ def test_a_state_tensor_missing_after_the_call_is_named():
     eager = {"calls": torch.ones(()), "layers[0].keys": torch.zeros(2)}
     (found,) = state_mismatches({"calls": torch.ones(())}, eager)
     assert str(found) == (
-        "state: tensors ['layers[0].keys'] missing after the call; "
-        "eager leaves ['calls', 'layers[0].keys']"
+        "state: tensors ['layers[0].keys'] missing after the call; eager leaves ['calls', 'layers[0].keys']"
     )
 
 
