@@ -1192,6 +1192,7 @@ def test_slowest_rank_is_the_one_with_the_highest_graph_host_time():
             "ranks               1 (hccl), figures from rank 0, the only one",
         ),
     ],
+    ids=["two ranks", "one rank"],
 )
 def test_with_tensor_parallelism_the_summary_names_the_ranks_after_the_inputs(result, row):
     """With tensor parallelism the summary says how many ranks ran, over what, and whose figures
