@@ -32,7 +32,6 @@ REMOVE_WHEN = {
         "src/{package}/generate.py",
         "src/{package}/toolkit/decode.py",
         "src/{package}/toolkit/generation.py",
-        "tests/test_decode.py",
         "tests/test_generate.py",
     ],
     ("parallel", "none"): [

@@ -772,16 +772,16 @@ MUTATIONS = (
         f"{TOOLKIT}/decode.py",
         "isinstance(value, bool) or value < 1:",
         "isinstance(value, bool) or value < 0:",
-        "tests/test_decode.py -k contract_error",
-        DECODE,
+        "tests/toolkit/test_decode.py -k contract_error",
+        None,
     ),
     Mutation(
         "warm-up runs its graphs on the host",
         f"{TOOLKIT}/decode.py",
         "            tokens = torch.zeros(size, 1, dtype=torch.long, device=self.device)",
         "            tokens = torch.zeros(size, 1, dtype=torch.long)",
-        "tests/test_decode.py -k warm_up_captures",
-        DECODE,
+        "tests/toolkit/test_decode.py -k warm_up_captures",
+        None,
     ),
     # bench (decode): every capture size, prefill apart, every timed call from a state put back.
     Mutation(

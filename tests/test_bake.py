@@ -113,7 +113,6 @@ WORKLOAD_FILES = {
         "src/{package}/generate.py",
         "src/{package}/toolkit/decode.py",
         "src/{package}/toolkit/generation.py",
-        "tests/test_decode.py",
         "tests/test_generate.py",
     },
 }

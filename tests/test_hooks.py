@@ -282,7 +282,6 @@ def test_post_gen_removes_decode_files_from_a_forward_project():
     decode_files = {
         "src/pkg/generate.py",
         "src/pkg/toolkit/decode.py",
-        "tests/test_decode.py",
         "tests/test_generate.py",
     }
     assert decode_files <= set(post_gen.paths_to_remove({**answers, "workload": "forward"}))

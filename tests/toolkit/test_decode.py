@@ -10,10 +10,10 @@ import torch
 from torch import nn
 from torch._dynamo.utils import counters
 
-from {{ cookiecutter.package_name }} import model
-from {{ cookiecutter.package_name }}.toolkit import decode
-from {{ cookiecutter.package_name }}.toolkit.contract import ContractError
-from {{ cookiecutter.package_name }}.toolkit.decode import (
+from decode_project import model
+from decode_project.toolkit import decode
+from decode_project.toolkit.contract import ContractError
+from decode_project.toolkit.decode import (
     DecodeGraphs,
     Limits,
     Warmup,
