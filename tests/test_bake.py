@@ -43,7 +43,6 @@ COMMON_FILES = {
     "tests/test_doctor.py",
     "tests/test_doctor_checks.py",
     "tests/test_export.py",
-    "tests/test_export_bundle.py",
     "tests/test_graph.py",
     "tests/test_mre.py",
     "tests/test_npugraph_ex.py",
@@ -94,17 +93,10 @@ def files_in(project: Path) -> set[str]:
     return {path.relative_to(project).as_posix() for path in project.rglob("*") if path.is_file()}
 
 
-# A generated test of the toolkit itself, never of the user's model: snippet projects of every
-# kind of setting, whatever the project's own answers. It goes with the toolkit, into the
-# template's tests, and carries its words meanwhile.
-TOOLKIT_TESTS = {"tests/test_export_bundle.py"}
-
-
 def own_files_in(project: Path) -> set[str]:
-    """The project's files but the toolkit's and its tests: the toolkit is one library, the same
-    file for file in every bake that keeps a file, so an answer reaches it only as whole files kept
-    or pruned."""
-    return {name for name in files_in(project) if "/toolkit/" not in name and name not in TOOLKIT_TESTS}
+    """The project's files but the toolkit's: the toolkit is one library, the same file for file in
+    every bake that keeps a file, so an answer reaches it only as whole files kept or pruned."""
+    return {name for name in files_in(project) if "/toolkit/" not in name}
 
 
 WORKLOAD_FILES = {

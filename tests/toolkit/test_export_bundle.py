@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.toolkit import export
+from forward_project.toolkit import export
 
 STAND_IN = "snippet"
 """The stand-in project's package: export bundles it in place of this project."""
@@ -692,9 +692,7 @@ def infer_one_step():
     )
 
 
-@pytest.mark.parametrize(
-    "statement", ["from .layers import WIDTH", "from snippet.layers import WIDTH"]
-)
+@pytest.mark.parametrize("statement", ["from .layers import WIDTH", "from snippet.layers import WIDTH"])
 def test_a_project_import_inside_a_function_is_refused_at_its_line(project, statement):
     """An import of your modules inside a function or block cannot be bundled: its line, the fix.
     Other imports there are fine."""
@@ -771,8 +769,7 @@ def build_model():
         },
     )
     assert message == (
-        "`encode` is imported differently in snippet.model and snippet.mre; import it the same "
-        "way in both"
+        "`encode` is imported differently in snippet.model and snippet.mre; import it the same way in both"
     )
 
 
@@ -906,9 +903,9 @@ def build_model():
         {"model.py": "def build_model():\n    return 1\n", "weights.pt": ""},
         {"model.py": "HERE = __file__\n\n\ndef build_model():\n    return 1\n", "py.typed": ""},
         {
-            "mre.py": ENTRY.replace(
-                "from .model", "from .toolkit.files import HERE\nfrom .model"
-            ).replace("return build_model()", "return build_model(), HERE"),
+            "mre.py": ENTRY.replace("from .model", "from .toolkit.files import HERE\nfrom .model").replace(
+                "return build_model()", "return build_model(), HERE"
+            ),
             "model.py": "def build_model():\n    return 1\n",
             "toolkit/files.py": "HERE = __file__\n",
             "weights.pt": "",
@@ -937,9 +934,7 @@ def test_an_import_from_a_package_that_does_not_exist_is_refused_naming_it(proje
     """`from .missing.deep import helper`: the module export cannot find is named, no traceback."""
     message = refusal(
         project,
-        {
-            "model.py": "from .missing.deep import helper\n\n\ndef build_model():\n    return helper()\n"
-        },
+        {"model.py": "from .missing.deep import helper\n\n\ndef build_model():\n    return helper()\n"},
     )
     assert message == f"{STAND_IN}.missing.deep is not a Python source file this tool can bundle"
 
