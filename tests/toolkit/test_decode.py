@@ -124,9 +124,7 @@ def declare(monkeypatch):
         ),
     ],
 )
-def test_a_cache_model_py_declares_wrongly_is_a_contract_error_naming_the_fix(
-    declare, names, message
-):
+def test_a_cache_model_py_declares_wrongly_is_a_contract_error_naming_the_fix(declare, names, message):
     """Each decode name of model.py that is missing, of the wrong type or out of range: a
     ContractError that quotes the value and says what to write."""
     declare(**names)
@@ -210,9 +208,7 @@ def described(*tensors: torch.Tensor) -> list[tuple[tuple[int, ...], torch.dtype
     return [(tuple(tensor.shape), tensor.dtype, tensor.device.type) for tensor in tensors]
 
 
-def test_warm_up_captures_each_size_on_the_device_and_reports_its_seconds_and_note(
-    monkeypatch, caplog
-):
+def test_warm_up_captures_each_size_on_the_device_and_reports_its_seconds_and_note(monkeypatch, caplog):
     """Warm-up runs each capture size's step once, on a token per row and one position, long, on
     the graphs' device (the meta device stands in for the NPU); it times the steps with the clock,
     and logs and keeps the note of a raised recompile limit."""

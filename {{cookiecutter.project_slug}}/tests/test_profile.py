@@ -15,8 +15,13 @@ from {{ cookiecutter.package_name }}.toolkit import profile
 
 STEPS = 2
 """Profiled steps of each mode: enough to average, few enough to stay quick."""
+{%- if cookiecutter.mode == "cache_compile" %}
 GRAPH_MARKERS = (profile.COMPILED_REGION, "cache_compiler inference")
 """What only compiled code puts in a trace: Dynamo's range, or a loaded cache_compile graph's."""
+{%- else %}
+GRAPH_MARKERS = (profile.COMPILED_REGION,)
+"""What only compiled code puts in a trace: Dynamo's range around it."""
+{%- endif %}
 
 
 class Profiled(NamedTuple):
