@@ -41,7 +41,6 @@ COMMON_FILES = {
     "tests/test_check.py",
     "tests/test_cli.py",
     "tests/test_doctor.py",
-    "tests/test_doctor_checks.py",
     "tests/test_export.py",
     "tests/test_graph.py",
     "tests/test_mre.py",

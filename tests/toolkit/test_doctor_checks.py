@@ -1,9 +1,7 @@
-{%- set cache = cookiecutter.mode == "cache_compile" -%}
-{%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
-{%- set decode = cookiecutter.workload == "decode" -%}
 """Each doctor check on its own, on a machine set up for it: the whole line a user reads, with
 its status, its fix, and whether it stops the MRE."""
 
+import importlib
 import json
 import platform
 import sys
@@ -12,20 +10,20 @@ import pytest
 import torch
 from torch import nn
 
-from {{ cookiecutter.package_name }} import model
-from {{ cookiecutter.package_name }}.toolkit import backend, doctor
-from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV
-from {{ cookiecutter.package_name }}.toolkit.contract import constant_note
-from {{ cookiecutter.package_name }}.toolkit.doctor import Check
+from forward_project import model, settings
+from forward_project.toolkit import backend, doctor
+from forward_project.toolkit.backend import BACKEND_ENV
+from forward_project.toolkit.contract import constant_note
+from forward_project.toolkit.doctor import Check
 
-PINNED = "{{ cookiecutter.torch_npu_version }}"
+PINNED = settings.TORCH_NPU
 TORCH = PINNED.split(".post")[0]
 """The torch release the pinned torch_npu needs: its version without the post-release."""
 SOURCE_CANN = "source <CANN>/set_env.sh, e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh"
 CAPTURE_SOCS = "Atlas A2 (Ascend910B1-B4), Atlas A3 (Ascend910_93xx) or Ascend 950"
 MODEL_FIX = "fix model.py: README, section 'Your own model'"
-MRE = "{{ cookiecutter.package_name }}.mre"
-DOCTOR = "python -m {{ cookiecutter.package_name }} doctor"
+MRE = "forward_project.mre"
+DOCTOR = "python -m forward_project doctor"
 """How a user calls the doctor, and what its usage calls it."""
 
 
@@ -55,9 +53,7 @@ def test_the_python_line_names_version_and_interpreter():
 def test_without_torch_nothing_can_run(installed):
     """No torch: a blocking FAIL whose fix installs the project."""
     installed("torch", None)
-    expected = Check(
-        "versions", "FAIL", "torch is not installed", 'pip install -e "."', blocking=True
-    )
+    expected = Check("versions", "FAIL", "torch is not installed", 'pip install -e "."', blocking=True)
     assert doctor.check_versions() == expected
 
 
@@ -138,9 +134,7 @@ def test_a_torch_npu_that_requires_no_torch_wants_none(installed):
     ],
     ids=["cuda-beside-torch_npu", "cuda-alone", "cpu-beside-torch_npu"],
 )  # fmt: skip
-def test_a_cuda_torch_fails_only_beside_torch_npu(
-    monkeypatch, installed, cuda, npu_version, expected
-):
+def test_a_cuda_torch_fails_only_beside_torch_npu(monkeypatch, installed, cuda, npu_version, expected):
     """A CUDA build of torch is a FAIL with torch_npu installed, and fine without it."""
     monkeypatch.setattr(torch, "__version__", f"{TORCH}+cu126")
     monkeypatch.setattr(torch.version, "cuda", cuda)
@@ -493,20 +487,31 @@ def test_a_build_model_that_gives_no_module_stops_the_mre(own_model):
 # --- what the MRE imports: model.py's contract and the toolkit, never mre.py itself
 
 
-def test_what_the_mre_imports_is_there():
-    """model.py's names and the toolkit modules the MRE imports all import: OK, naming each."""
-    detail = (
-        "model.py's build_model, example_inputs{{ ', parallel_plan' if tp }} and the toolkit's "
-        "backend, {{ 'compile_cache, ' if cache }}contract, {{ 'decode, ' if decode }}"
-        f"{{ 'parallel, ' if tp }}report import, as {MRE} needs"
-    )
-    assert doctor.check_mre_imports() == Check("mre-import", "OK", detail)
+@pytest.mark.parametrize(
+    ("package", "names", "modules"),
+    [
+        ("forward_project", "build_model, example_inputs", "backend, contract, report"),
+        ("cache_project", "build_model, example_inputs", "backend, compile_cache, contract, report"),
+        ("decode_project", "build_model, example_inputs", "backend, contract, decode, report"),
+        (
+            "parallel_project",
+            "build_model, example_inputs, parallel_plan",
+            "backend, contract, parallel, report",
+        ),
+    ],
+)
+def test_what_the_mre_imports_is_there(package, names, modules):
+    """model.py's names and the toolkit modules the MRE of each kind of project imports all
+    import: OK, naming each."""
+    tool = importlib.import_module(f"{package}.toolkit.doctor")
+    detail = f"model.py's {names} and the toolkit's {modules} import, as {package}.mre needs"
+    assert tool.check_mre_imports() == tool.Check("mre-import", "OK", detail)
 
 
 def test_a_toolkit_module_that_cannot_import_stops_everything_with_how_to_see_why(monkeypatch):
     """A toolkit module the MRE imports failing to import: a blocking FAIL naming it, with the
     error and the command that shows its traceback."""
-    report = "{{ cookiecutter.package_name }}.toolkit.report"
+    report = "forward_project.toolkit.report"
     monkeypatch.setitem(sys.modules, report, None)
     expected = Check(
         "mre-import",
@@ -546,9 +551,7 @@ def test_a_crashing_check_becomes_a_fail_line_named_after_it(monkeypatch):
         return [Check("first", "OK", "one"), Check("second", "WARN", "two")]
 
     monkeypatch.setattr(doctor, "CHECKS", (check_explodes, check_two_lines))
-{%- if tp %}
     monkeypatch.setattr(doctor, "RANK_CHECKS", ())
-{%- endif %}
     assert doctor.run_checks() == [
         Check("explodes", "FAIL", "the check itself failed: OSError('disk on fire')"),
         Check("first", "OK", "one"),
@@ -602,9 +605,7 @@ def two_checks(monkeypatch):
         ]
 
     monkeypatch.setattr(doctor, "CHECKS", (checks,))
-{%- if tp %}
     monkeypatch.setattr(doctor, "RANK_CHECKS", ())
-{%- endif %}
 
 
 def test_the_doctor_prints_its_report_and_exits_with_the_verdict(capsys, two_checks):
