@@ -8,7 +8,9 @@ function of a TARGET, one at a time, and runs the tests that reach that function
 no test fails on survived.
 
 A target is the toolkit, mutated in the projects tests/toolkit bakes and tested by
-tests/toolkit (a mutant of one file is one mutant, killed if the tests of any project kill it),
+tests/toolkit (a mutant of one file is one mutant, killed if the tests of any project kill it;
+so each module's mutants run first in one project, and in the others only where that one's tests
+did not kill them),
 a baked project, mutating the files whose code is new in it (`mutate`, relative to the package)
 against that project's own suite, or the template itself, mutating the hooks against their tests. Another bake is one more entry in TARGETS. Each target works in
 build/mutation/<name>, where mutmut keeps its results: the next run tests only the mutants of
@@ -115,6 +117,8 @@ TARGETS = (
 KILLED = {1, 3, -11, -9}  # a test failed, pytest failed, or the run crashed
 TIMED_OUT = {36, 24, -24, 152, 255}
 NOT_RUN = {None}
+SKIPPED_CODE = 34  # mutmut's "skipped": left untested, as its copy in another project is killed
+SKIPPED = {SKIPPED_CODE}
 
 # Not copied into the template's working copy: caches, and what runs write.
 SKIPPED_NAMES = {
@@ -308,6 +312,12 @@ def run_mutmut(target: Target, work: Path, workers: int, modules: list[str]) -> 
         patterns = [base + module.removesuffix(".py").replace("/", ".") + ".*" for module in modules]
         mutmut(work, "run", "--max-children", str(workers), *patterns)
         return
+    if target is TOOLKIT and not (work / "mutants").exists():
+        # A fresh start: each module's mutants in one project first, so that a mutant killed
+        # there is not tested again in every other project's copy of the same file.
+        mutmut(work, "run", "--max-children", str(workers), *first_copies(work))
+    if target is TOOLKIT:
+        skip_copies_killed_elsewhere(work)
     fingerprint = fingerprint_of(target, work)
     marker = work / "mutants" / "tests-fingerprint"
     # Results without a marker are those of a run that was stopped: tested against tests that
@@ -321,11 +331,45 @@ def run_mutmut(target: Target, work: Path, workers: int, modules: list[str]) -> 
     mutmut(work, "run", "--max-children", str(workers))
     if retest:
         results = read_results(work)
-        again = [name for name in sorted(kept) if results.get(name) not in KILLED | TIMED_OUT]
+        again = [name for name in sorted(kept) if results.get(name) not in KILLED | TIMED_OUT | SKIPPED]
         if again:
             print(f"{target.name}: the tests changed; {len(again)} survivor(s) again", flush=True)
             mutmut(work, "run", "--max-children", str(workers), *again)
     marker.write_text(fingerprint)
+
+
+def first_copies(work: Path) -> list[str]:
+    """mutmut patterns for each toolkit module's mutants in the first project (PROJECTS' order)
+    that holds the module: the copy most tests reach."""
+    from toolkit.projects import PROJECTS
+
+    first: dict[str, str] = {}
+    for project in PROJECTS:
+        for module in sorted((work / TOOLKIT_PROJECTS / project / "toolkit").glob("*.py")):
+            first.setdefault(module.stem, project)
+    return [f"{project}.toolkit.{module}.*" for module, project in sorted(first.items())]
+
+
+def skip_copies_killed_elsewhere(work: Path) -> None:
+    """Mark as skipped each untested mutant whose copy in another project is killed already:
+    read_results counts a mutant once, by its best copy, so testing it again changes nothing."""
+    metas = sorted((work / "mutants").rglob("*.meta"))
+    settled = {
+        name.partition(".")[2]
+        for meta in metas
+        for name, code in json.loads(meta.read_text())["exit_code_by_key"].items()
+        if code in KILLED | TIMED_OUT
+    }
+    for meta in metas:
+        data = json.loads(meta.read_text())
+        codes = data["exit_code_by_key"]
+        skipped = {
+            name: SKIPPED_CODE
+            for name, code in codes.items()
+            if code is None and name.partition(".")[2] in settled
+        }
+        if skipped:
+            meta.write_text(json.dumps({**data, "exit_code_by_key": {**codes, **skipped}}, indent=4))
 
 
 def mutmut(work: Path, *arguments: str) -> None:
@@ -380,11 +424,14 @@ def read_results(work: Path) -> dict[str, int | None]:
 
 
 def outcome_rank(code: int | None) -> int:
-    """The best a copy did, first: killed, timed out, survived its tests, not run yet, and last
-    no tests at all (a copy in a project whose tests never reach that function)."""
+    """The best a copy did, first: killed, timed out, survived its tests, not run yet, skipped
+    (another copy is killed), and last no tests at all (a copy in a project whose tests never
+    reach that function)."""
     if code in KILLED:
         return 0
-    return 1 if code in TIMED_OUT else 2 if code == 0 else 3 if code in NOT_RUN else 4
+    return (
+        1 if code in TIMED_OUT else 2 if code == 0 else 3 if code in NOT_RUN else 4 if code in SKIPPED else 5
+    )
 
 
 def module_of(name: str) -> str:
@@ -406,7 +453,7 @@ def table_rows(target: Target, results: dict[str, int | None]) -> list[tuple]:
             counts["killed"] += 1
         elif code in TIMED_OUT:
             counts["timed out"] += 1
-        elif code in NOT_RUN:
+        elif code in NOT_RUN | SKIPPED:
             counts["not run"] += 1
         else:
             counts["survived"] += 1
@@ -431,7 +478,7 @@ def print_table(rows: list[tuple]) -> None:
 
 def survivors_of(target: Target, work: Path, results: dict[str, int | None]) -> list[tuple[str, str, str]]:
     """(module, mutant, its diff) for each mutant that survived."""
-    names = [name for name, code in results.items() if code not in KILLED | TIMED_OUT | NOT_RUN]
+    names = [name for name, code in results.items() if code not in KILLED | TIMED_OUT | NOT_RUN | SKIPPED]
     if not names:
         return []
     script = (

@@ -7,7 +7,17 @@ import json
 
 import pytest
 from conftest import CHOICES, TEMPLATE, package_of
-from mutation_score import PACKAGE, TARGETS, TOOLKIT, function_of, module_of, read_results
+from mutation_score import (
+    PACKAGE,
+    TARGETS,
+    TOOLKIT,
+    TOOLKIT_PROJECTS,
+    first_copies,
+    function_of,
+    module_of,
+    read_results,
+    skip_copies_killed_elsewhere,
+)
 
 BAKES = [target for target in TARGETS if target.answers is not None]
 
@@ -65,3 +75,39 @@ def test_a_mutant_is_named_by_its_file_and_function():
     assert (module_of(method), function_of(method)) == ("toolkit/export.py", "export.Bundler.whole")
     hook = "hooks.pre_gen_project.x_check_slug__mutmut_12"
     assert (module_of(hook), function_of(hook)) == ("hooks/pre_gen_project.py", "pre_gen_project.check_slug")
+
+
+def test_a_toolkit_mutant_killed_in_one_copy_is_skipped_in_the_others(tmp_path):
+    """An untested copy of a mutant killed in another project is left untested; one whose other
+    copy survived, or that is new, is still tested."""
+    meta = tmp_path / "mutants" / "src" / "bench.py.meta"
+    meta.parent.mkdir(parents=True)
+    codes = {
+        "forward_project.toolkit.bench.x_run__mutmut_1": 1,
+        "decode_project.toolkit.bench.x_run__mutmut_1": None,
+        "forward_project.toolkit.bench.x_run__mutmut_2": 0,
+        "decode_project.toolkit.bench.x_run__mutmut_2": None,
+        "decode_project.toolkit.bench.x_run__mutmut_3": None,
+    }
+    meta.write_text(json.dumps({"exit_code_by_key": codes, "durations_by_key": {}}))
+    skip_copies_killed_elsewhere(tmp_path)
+    written = json.loads(meta.read_text())
+    assert written["exit_code_by_key"] == {**codes, "decode_project.toolkit.bench.x_run__mutmut_1": 34}
+    assert written["durations_by_key"] == {}
+
+
+def test_a_fresh_toolkit_run_tests_each_module_in_its_first_project_first(tmp_path):
+    """The first pass names each module once, in the first project of PROJECTS that holds it."""
+    for project, modules in {
+        "forward_project": ("bench", "report"),
+        "decode_project": ("bench", "decode"),
+    }.items():
+        folder = tmp_path / TOOLKIT_PROJECTS / project / "toolkit"
+        folder.mkdir(parents=True)
+        for module in modules:
+            (folder / f"{module}.py").touch()
+    assert first_copies(tmp_path) == [
+        "forward_project.toolkit.bench.*",
+        "decode_project.toolkit.decode.*",
+        "forward_project.toolkit.report.*",
+    ]
