@@ -795,6 +795,18 @@ def test_a_file_that_does_not_compile_is_refused_with_the_error():
     assert message.endswith(" (<export --target npu>, line 1)")
 
 
+def test_undefined_names_are_found():
+    """The verifier finds a name read but never bound, at module level and inside functions."""
+    text = "import torch\n\nX = torch.ones(1)\n\n\ndef f(a):\n    return a + Missing + X\n\nprint(Other)\n"
+    assert export.undefined_names(text) == ["Missing", "Other"]
+
+
+def test_file_is_defined_in_every_script():
+    """__file__ is no undefined name: Python defines it in every script, the exported one too."""
+    text = "from pathlib import Path\n\nHERE = Path(__file__).parent\n"
+    assert export.undefined_names(text) == []
+
+
 def test_a_module_that_is_not_python_source_is_refused():
     """A module this tool cannot read as source (built in, or missing) is named."""
     for name in ["sys", "a_module_nowhere", "a_package_nowhere.module"]:

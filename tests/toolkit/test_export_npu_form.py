@@ -1,6 +1,8 @@
 """export's npu target: select_backend()'s choice on an NPU written in the seed's literal form,
 read from the structure of the code, never from its text."""
 
+import ast
+import importlib
 import re
 import subprocess
 from pathlib import Path
@@ -9,6 +11,7 @@ import pytest
 from ruff.__main__ import find_ruff_bin
 
 from forward_project.toolkit import export
+from toolkit.projects import PROJECTS
 
 MRE = Path(export.source_of(export.ENTRY))
 
@@ -85,3 +88,40 @@ def test_an_mre_renamed_and_reformatted_narrow_still_exports_the_seed_s_literal_
     assert "config = NPUGRAPH_EX_OPTIONS" in entry
     assert 'backend="npugraph_ex"' in entry
     assert ".to(chosen.device)" not in entry
+
+
+def keywords_of(text: str, function: str) -> dict[str | None, str]:
+    """The keywords of the call of `function` in `text` ({None: ...} for a `**` one), as code."""
+    call = next(
+        node
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == function
+    )
+    return {keyword.arg: ast.unparse(keyword.value) for keyword in call.keywords}
+
+
+@pytest.mark.parametrize("package", PROJECTS)
+def test_each_kind_of_project_exports_the_literal_seed_form(package):
+    """Every kind of project's npu target imports torch_npu, moves the model with .npu() and
+    names npugraph_ex literally, whole-graph: torch.compile's backend, or under cache_compile
+    npugraph_ex's own cache_compile with the npugraph_ex options (and a rank's keywords under
+    tensor parallelism alone)."""
+    answers = PROJECTS[package]
+    text = importlib.import_module(f"{package}.toolkit.export").export("npu")
+    assert "import torch_npu" in text
+    assert "build_model().npu().eval()" in text
+    if answers.get("mode") == "cache_compile":
+        ranks = {None: "ranks"} if answers.get("parallel") == "tensor_parallel" else {}
+        assert keywords_of(text, "torch.npu.npugraph_ex.inference.cache_compile") == {
+            "dynamic": "False",
+            "cache_dir": "cache_dir",
+            "options": "NPUGRAPH_EX_OPTIONS",
+            **ranks,
+        }
+    else:
+        assert keywords_of(text, "torch.compile") == {
+            "backend": "'npugraph_ex'",
+            "fullgraph": "True",
+            "dynamic": "False",
+            "options": "config",
+        }

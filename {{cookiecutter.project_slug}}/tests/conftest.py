@@ -345,7 +345,7 @@ def tail(folder: Path) -> str:
 def export_refusal() -> str:
     """Why export refuses to bundle this project when that is the data files your modules read
     (they are there, beside them: one file cannot carry them), else "". The tests of the file
-    export writes skip with it; test_export.py checks the refusal itself."""
+    export writes skip with it."""
     from {{ cookiecutter.package_name }}.toolkit import export
 
     try:
