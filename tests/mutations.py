@@ -99,8 +99,8 @@ MUTATIONS = (
         f"{TOOLKIT}/check.py",
         "    result.verdict = 1 if problems else 0",
         "    result.verdict = 0",
-        "tests/test_check.py -k graph_break",
-        DEFAULT,
+        "tests/toolkit/test_check.py -k graph_break",
+        None,
     ),
     Mutation(
         "doctor exits 1 although graph mode runs",
@@ -139,8 +139,8 @@ MUTATIONS = (
         f"{TOOLKIT}/check.py",
         "    result.findings += constants_baked_in(inputs)\n",
         "",
-        "tests/test_check.py -k non_tensor",
-        DEFAULT,
+        "tests/toolkit/test_check.py -k non_tensor",
+        None,
     ),
     Mutation(
         "the MRE report says nothing of a non-tensor input",
@@ -195,8 +195,8 @@ MUTATIONS = (
         f"{TOOLKIT}/check.py",
         "    if differ := mismatches(output, expected.output) + state_mismatches(end, expected.end):",
         "    if differ := mismatches(output, expected.output, rtol=1.3e-6, atol=1e-5):",
-        "tests/test_check.py -k tolerance",
-        DEFAULT,
+        "tests/toolkit/test_check.py -k tolerance",
+        None,
     ),
     Mutation(
         "bench compares outputs exactly",
@@ -211,8 +211,8 @@ MUTATIONS = (
         f"{TOOLKIT}/check.py",
         "        path=differ[0].path,",
         '        path="",',
-        "tests/test_check.py -k differing_output",
-        DEFAULT,
+        "tests/toolkit/test_check.py -k differing_output",
+        None,
     ),
     Mutation(
         "a mismatch's relative difference is taken against graph mode's value",
@@ -227,8 +227,8 @@ MUTATIONS = (
         f"{TOOLKIT}/contract.py",
         '        return f"{self.path}: {self.text}"',
         "        return self.text",
-        "tests/test_check.py -k table",
-        DEFAULT,
+        "tests/toolkit/test_check.py -k table",
+        None,
     ),
     Mutation(
         "a hint names a README section that is not there",
@@ -243,8 +243,8 @@ MUTATIONS = (
         f"{TOOLKIT}/check.py",
         "            restore(model, expected.start)\n",
         "",
-        "tests/test_check.py -k starts_from_the_state",
-        DEFAULT,
+        "tests/toolkit/test_check.py -k starts_from_the_state",
+        None,
     ),
     # cache_compile mode, with an in-place op-plugin operator.
     Mutation(
@@ -566,8 +566,8 @@ MUTATIONS = (
         f"{TOOLKIT}/check.py",
         "            problem = plan_problem(arguments.nproc_per_node)",
         "            problem = None",
-        "tests/test_check.py -k cannot_run",
-        TENSOR_PARALLEL,
+        "tests/toolkit/test_check.py -k cannot_run",
+        None,
     ),
     Mutation(
         "bench times eager calls without their collectives",
@@ -649,8 +649,8 @@ MUTATIONS = (
         f"{TOOLKIT}/check.py",
         " + state_mismatches(end, expected.end)",
         "",
-        "tests/test_check.py -k drops_a_state_write",
-        DEFAULT,
+        "tests/toolkit/test_check.py -k drops_a_state_write",
+        None,
     ),
     Mutation(
         "bench compares the output but not the state the call left",
@@ -681,8 +681,8 @@ MUTATIONS = (
         f"{TOOLKIT}/state.py",
         "    if missing := sorted(expected.keys() - actual.keys()):",
         "    if missing := sorted(expected.keys() ^ actual.keys()):",
-        "tests/test_check.py -k constant_tensor",
-        DEFAULT,
+        "tests/toolkit/test_check.py -k constant_tensor",
+        None,
     ),
     Mutation(
         "a cache behind a private attribute is not state",
