@@ -1,0 +1,668 @@
+"""check on small models of its own: a graph break is found, located and explained; constant
+inputs and outputs that differ from eager are named, with the numbers; each rung starts from the
+state eager started from; in each kind of project (decode, tensor-parallel) alike."""
+
+import importlib
+import json
+import re
+import traceback
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+import torch
+from torch import nn
+from torch._dynamo.backends.registry import register_backend
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+from forward_project.toolkit import check
+from forward_project.toolkit.backend import NPUGRAPH_EX_OPTIONS
+from forward_project.toolkit.contract import Mismatch, tolerances
+
+READY = (
+    "ready for graph mode: one graph, no recompile on new tensors of the same shapes, same output "
+    "and state as eager"
+)
+"""check's summary for a model with no problem."""
+EVERY_KIND = ["forward_project", "decode_project", "parallel_project", "decode_parallel_project"]
+"""A project of each kind that check runs differently: decode (a prefill first), tensor-parallel
+(the plan rehearsed, the model sharded), both."""
+PARALLEL = ["parallel_project", "decode_parallel_project"]
+
+
+def line_of(marker: str) -> int:
+    """The line of this file that holds `marker` (in a comment)."""
+    source = Path(__file__).read_text().splitlines()
+    return next(number for number, text in enumerate(source, 1) if marker in text)
+
+
+class Project(NamedTuple):
+    """A project's model.py and check, for a model of a test's own."""
+
+    model: types.ModuleType
+    check: types.ModuleType
+    use: Callable[..., None]
+    """use(build_model, *inputs): model.py builds this model on these example inputs."""
+
+
+@pytest.fixture(params=EVERY_KIND)
+def project(request, monkeypatch) -> Project:
+    """Each kind of project (unless a test names its own), for a small model of the test's own:
+    a tensor-parallel project's parallel_plan() is empty, which the sample's plan would not fit;
+    a decode project runs the example inputs as the step, with no prefill, and new data from seed
+    1 as the step after (as a forward project does)."""
+    name = request.param
+    model = importlib.import_module(f"{name}.model")
+    tool = importlib.import_module(f"{name}.toolkit.check")
+    if "parallel" in name:
+        monkeypatch.setattr(model, "parallel_plan", lambda world_size: {})
+    if "decode" in name:
+        decode = importlib.import_module(f"{name}.toolkit.decode")
+
+        def new_data(*inputs):
+            torch.manual_seed(1)
+            device = next(x.device for x in inputs if isinstance(x, torch.Tensor))
+            return tool.to_device(model.example_inputs(), device)
+
+        # check imports them from decode when it runs.
+        monkeypatch.setattr(decode, "first_step", lambda model, *inputs: inputs)
+        monkeypatch.setattr(decode, "next_step", new_data)
+
+    def use(build_model: Callable[[], nn.Module], *inputs: Any) -> None:
+        monkeypatch.setattr(model, "build_model", build_model)
+        monkeypatch.setattr(model, "example_inputs", lambda: inputs)
+
+    return Project(model, tool, use)
+
+
+def run_check(capsys, project: Project, build_model, *inputs) -> tuple[int, dict]:
+    """check --json on a model.py whose build_model and example_inputs are these: exit code, JSON."""
+    project.use(build_model, *inputs)
+    code = project.check.main(["--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+class PrintsInForward(nn.Module):
+    def forward(self, x):
+        print("debugging")  # the break check must point here
+        return x * 2
+
+
+def test_a_graph_break_is_listed_with_its_line_and_a_hint(capsys, project):
+    """A print() in forward is a break reported at its file:line, with the fix, and exit 1."""
+    code, result = run_check(capsys, project, PrintsInForward, torch.ones(2))
+    assert code == 1
+    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager fails"]
+    assert found["where"].startswith(f"{__file__}:{line_of('the break check must')}")
+    assert "print()" in found["hint"]
+    assert {rung["name"]: rung["status"] for rung in result["rungs"]}["aot_eager"] == "fail"
+
+
+def test_float_token_ids_get_the_dtype_hint(capsys, project):
+    """An embedding fed floats cannot run at all: exit 2, and the hint says token ids are integers."""
+    project.use(lambda: nn.Embedding(16, 4), torch.zeros(2, 3))
+    assert project.check.main([]) == 2
+    assert "token ids must be integers" in capsys.readouterr().out
+
+
+class CountsCalls(nn.Module):
+    """Dynamo guards on the Python number self.calls, which changes on every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
+
+
+def test_a_recompile_on_the_next_call_is_a_problem(capsys, project):
+    """A model that compiles again on its second call is named as recompiling: exit 1."""
+    code, result = run_check(capsys, project, CountsCalls, torch.ones(3))
+    assert code == 1
+    assert "aot_eager recompiled" in {finding["what"] for finding in result["findings"]}
+
+
+class Scale(nn.Module):
+    def forward(self, x, scale: float):
+        return x * scale
+
+
+def test_a_non_tensor_input_is_a_warning_naming_its_path(capsys, project):
+    """A float input is named by its path and value as baked into the graph, with the 0-d tensor
+    fix: a warning, since the model runs, so the exit stays 0."""
+    code, result = run_check(capsys, project, Scale, torch.ones(3), 0.5)
+    assert code == 0
+    (found,) = [f for f in result["findings"] if f["what"] == "non-tensor input"]
+    assert (found["path"], found["severity"]) == ("[1]", "warning")
+    assert found["reason"].startswith("[1]: float 0.5 is baked into the graph as a constant")
+    assert f"recompile_limit = {torch._dynamo.config.recompile_limit}" in found["reason"]
+    assert "torch.tensor(0.5)" in found["hint"]
+
+
+class OffUnderCompile(nn.Module):
+    """Eager returns its input; any compiled rung adds 0.5 to the positive elements of `hidden`."""
+
+    def forward(self, x):
+        # Dynamo folds is_compiling() to True: no graph break, a graph that computes something else.
+        off = 0.5 * (x > 0) if torch.compiler.is_compiling() else 0
+        return {"logits": x.clone(), "hidden": x + off}
+
+
+def test_a_differing_output_names_the_leaf_and_the_numbers(capsys, project):
+    """A rung whose output differs names the leaf, the elements beyond the tolerance of how many,
+    and the largest differences against rtol and atol, as JSON fields: exit 1."""
+    code, result = run_check(capsys, project, OffUnderCompile, torch.arange(-3.0, 5.0))
+    assert code == 1
+    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager differs from eager"]
+    assert found["path"] == "['hidden']"
+    (mismatch,) = found["mismatches"]
+    assert (mismatch["path"], mismatch["mismatched"], mismatch["total"]) == ("['hidden']", 4, 8)
+    # 1, 2, 3 and 4 become 1.5 ... 4.5: the worst relative difference is 0.5 off a 1.
+    assert (mismatch["max_abs"], mismatch["max_rel"]) == (0.5, 0.5)
+    assert {mismatch["rtol"], mismatch["atol"]} == set(tolerances(torch.float32).values())
+
+
+def test_a_differing_output_is_one_finding_with_the_hint(capsys, project):
+    """The finding for a rung that differs in one leaf: the leaf and its numbers, nothing after
+    them, and the hint to set TOLERANCES or to read the ladder."""
+    code, result = run_check(capsys, project, OffUnderCompile, torch.arange(-3.0, 5.0))
+    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager differs from eager"]
+    rtol, atol = tolerances(torch.float32)["rtol"], tolerances(torch.float32)["atol"]
+    assert (code, found["hint"]) == (1, check.DIFFERS_HINT)
+    assert found["reason"] == (
+        f"['hidden']: 4 of 8 elements differ beyond the tolerance: max abs difference 0.5 "
+        f"(atol {atol:g}), max relative 0.5 (rtol {rtol:g})"
+    )
+
+
+def test_the_table_shows_how_an_output_differs(capsys, project):
+    """The report names the differing leaf, its count and its largest differences, not just
+    'not close'."""
+    project.use(OffUnderCompile, torch.arange(-3.0, 5.0))
+    assert project.check.main([]) == 1
+    report = capsys.readouterr().out
+    atol = tolerances(torch.float32)["atol"]
+    assert (
+        "aot_eager differs from eager: ['hidden']: 4 of 8 elements differ beyond the tolerance: "
+        f"max abs difference 0.5 (atol {atol:g}), max relative 0.5 (rtol "
+    ) in report
+
+
+class RoundsUnderCompile(nn.Module):
+    """Any compiled rung is 1e-5 off eager, relatively: rounding, for float32."""
+
+    def forward(self, x):
+        return x * (1 + 1e-5) if torch.compiler.is_compiling() else x.clone()
+
+
+def test_check_compares_within_the_dtypes_tolerance(capsys, monkeypatch, project):
+    """A rounding difference passes float32's tolerance; model.py's TOLERANCES, exact, fails it."""
+    project.use(RoundsUnderCompile, torch.linspace(1, 4, 8))
+    assert project.check.main([]) == 0
+    exact = {torch.float32: {"rtol": 0.0, "atol": 0.0}}
+    monkeypatch.setattr(project.model, "TOLERANCES", exact, raising=False)
+    assert project.check.main([]) == 1
+    assert "aot_eager differs from eager: output: 8 of 8 elements" in capsys.readouterr().out
+
+
+class CountsSteps(nn.Module):
+    """A buffer updated in forward, as a KV cache is: each call sees the calls before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+
+    def forward(self, x):
+        self.steps.add_(1)  # in place, as a cache write: the graph must make it
+        return x * self.steps
+
+
+def test_each_rung_starts_from_the_state_eager_started_from(capsys, project):
+    """A buffer that forward updates does not leak from the eager reference into the rungs: each
+    computes the first step, as eager did, so the model is ready."""
+    project.use(CountsSteps, torch.ones(3))
+    assert project.check.main([]) == 0, capsys.readouterr().out
+
+
+class AddsATable(nn.Module):
+    """Reads a tensor it holds as a plain attribute, not a buffer: a constant, not state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.arange(3.0)
+
+    def forward(self, x):
+        return x + self.table
+
+
+def test_a_constant_tensor_attribute_is_not_taken_for_state(capsys, project):
+    """A tensor attribute that forward only reads is ready for graph mode: compiling marks it as a
+    static address, and check does not take it for state that eager lacked."""
+    project.use(AddsATable, torch.ones(3))
+    assert project.check.main([]) == 0, capsys.readouterr().out
+
+
+def drops_state_writes(graph, example_inputs):
+    """A backend that loses every in-place write to the graph's inputs, the buffers among them:
+    the output of this call is right, the state left for the next one is not."""
+    return lambda *inputs: graph(*(x.clone() if torch.is_tensor(x) else x for x in inputs))
+
+
+def test_a_graph_that_drops_a_state_write_differs_from_eager(capsys, monkeypatch, project):
+    """The state after the call is compared as well as the output: a lost buffer update is named
+    by the buffer's path, exit 1."""
+    rung = ("drops writes", drops_state_writes, None)
+    monkeypatch.setattr(project.check, "rungs_here", lambda npu_ok: [rung])
+    code, result = run_check(capsys, project, CountsSteps, torch.ones(3))
+    assert code == 1
+    (found,) = [f for f in result["findings"] if f["what"] == "drops writes differs from eager"]
+    assert found["path"] == "state steps"
+
+
+def test_a_ready_model_passes_every_rung_here(capsys, project):
+    """A model with no problem: no finding, each rung here matches eager, the NPU rungs are
+    skipped with the reason, exit 0."""
+    code, result = run_check(capsys, project, lambda: nn.Linear(3, 3), torch.ones(2, 3))
+    assert (code, result["verdict"], result["summary"]) == (0, 0, READY)
+    assert (result["model"], result["findings"]) == ("Linear", [])
+    assert result["rungs"] == [
+        {"name": "eager", "status": "ok", "detail": "matches eager"},
+        {"name": "aot_eager", "status": "ok", "detail": "matches eager"},
+        {
+            "name": "npugraph_ex rungs",
+            "status": "skipped",
+            "detail": f"need an NPU: {project.check.npu_status()[1]}",
+        },
+    ]
+
+
+class Fails(nn.Module):
+    def forward(self, x):
+        raise ValueError("bad input")  # check must point at this line
+
+
+def test_a_model_that_fails_eagerly_is_checked_no_further(capsys, project):
+    """A model that cannot run eagerly gets one finding, where it failed, and no rung: exit 2."""
+    code, result = run_check(capsys, project, Fails, torch.ones(3))
+    assert code == 2
+    assert result == {
+        "verdict": 2,
+        "summary": "the model does not run eagerly: fix that first",
+        "model": "Fails",
+        "findings": [
+            {
+                "what": "eager run fails",
+                "reason": "ValueError: bad input",
+                "where": f"{__file__}:{line_of('check must point at this line')} (forward)",
+                "hint": check.FALLBACK_HINT,
+                "severity": "problem",
+                "path": "",
+                "mismatches": [],
+            }
+        ],
+        "rungs": [],
+    }
+
+
+class PrintsMidway(nn.Module):
+    def forward(self, x):
+        doubled = x * 2
+        print("debugging")  # the graph break is here
+        return doubled + 1
+
+
+def test_a_graph_break_is_named_by_its_first_line(capsys, project):
+    """A break inside forward is listed as a graph break at its line, with the first line of
+    Dynamo's reason, as the failing rung names it."""
+    code, result = run_check(capsys, project, PrintsMidway, torch.ones(2))
+    findings = {finding["what"]: finding for finding in result["findings"]}
+    found, failed = findings["graph break"], findings["aot_eager fails"]
+    assert (code, found["severity"]) == (1, "problem")
+    assert found["where"] == f"{__file__}:{line_of('the graph break is here')} (forward)"
+    assert found["hint"] == failed["hint"] == check.hint_for("print")
+    assert "\n" not in found["reason"]
+    assert failed["reason"].endswith(f": {found['reason']}")
+    rungs = {rung["name"]: rung for rung in result["rungs"]}
+    assert rungs["aot_eager"] == {"name": "aot_eager", "status": "fail", "detail": failed["reason"]}
+
+
+def test_what_the_model_prints_goes_to_stderr(capsys, project):
+    """The model's own prints go to stderr: stdout holds the JSON alone, indented by 2."""
+    project.use(PrintsMidway, torch.ones(2))
+    project.check.main(["--json"])
+    printed = capsys.readouterr()
+    assert printed.out == json.dumps(json.loads(printed.out), indent=2) + "\n"
+    assert "debugging" in printed.err
+
+
+class ItemInForward(nn.Module):
+    def forward(self, x):
+        total = x.sum()  # a method call too, on a line of its own
+        return x * total.item()  # .item() is here
+
+
+def test_item_in_the_graph_is_a_warning_at_its_line(capsys, project):
+    """.item() that fullgraph keeps in the graph is a warning at its line, with the fix."""
+    code, result = run_check(capsys, project, ItemInForward, torch.ones(2))
+    assert (code, result["summary"]) == (0, f"{READY}; read the 1 warning(s) above")
+    assert result["findings"] == [
+        {
+            "what": ".item() in the graph",
+            "reason": (
+                "torch 2.13 keeps .item() in the graph under fullgraph=True, but on an NPU it is a "
+                "device-to-host copy that aclgraph capture cannot record"
+            ),
+            "where": f"{__file__}:{line_of('.item() is here')} (forward)",
+            "hint": check.hint_for(".item()"),
+            "severity": "warning",
+            "path": "",
+            "mismatches": [],
+        }
+    ]
+
+
+RECOMPILE_HINT = "keep forward() free of values read from tensors"
+
+
+@pytest.mark.parametrize(
+    ("project", "hint"),
+    [
+        ("forward_project", RECOMPILE_HINT),
+        ("cache_project", f"{RECOMPILE_HINT}; a cache_compile recompile also deletes its cache"),
+    ],
+    indirect=["project"],
+)
+def test_a_recompile_is_explained(capsys, project, hint):
+    """A rung that compiles again on the second call says why and what to do (in cache_compile
+    mode, that the recompile deletes its cache); its row names each of its findings."""
+    code, result = run_check(capsys, project, CountsCalls, torch.ones(3))
+    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager recompiled"]
+    assert (code, found["severity"], found["where"]) == (1, "problem", "")
+    assert found["reason"] == (
+        "a second call on new inputs of the same shapes compiled again: Dynamo guards on a value "
+        "that changes (a Python number from a tensor, a changing attribute)"
+    )
+    assert found["hint"] == hint
+    (rung,) = [rung for rung in result["rungs"] if rung["name"] == "aot_eager"]
+    # CountsCalls also differs: its call count is no state a rung can put back.
+    assert rung == {
+        "name": "aot_eager",
+        "status": "fail",
+        "detail": "aot_eager differs from eager; aot_eager recompiled",
+    }
+
+
+class OffInThree(nn.Module):
+    """Every compiled rung adds 1 to each of three outputs."""
+
+    def forward(self, x):
+        off = 1 if torch.compiler.is_compiling() else 0
+        return {"a": x + off, "b": x + off, "c": x + off}
+
+
+def test_every_differing_leaf_is_named(capsys, project):
+    """A rung that differs in several leaves names the first with its numbers and the others
+    after it; the report adds a line for each of the others."""
+    code, result = run_check(capsys, project, OffInThree, torch.ones(3))
+    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager differs from eager"]
+    assert code == 1
+    assert found["reason"] == (
+        "['a']: 3 of 3 elements differ beyond the tolerance: max abs difference 1 (atol 1e-05), "
+        "max relative 1 (rtol 0.0001); and ['b'], ['c']"
+    )
+    assert [mismatch["path"] for mismatch in found["mismatches"]] == ["['a']", "['b']", "['c']"]
+
+
+class ScaledAndCounted(nn.Module):
+    """A constant input, two non-tensor outputs, and any compiled rung off by 1."""
+
+    def forward(self, x, scale: float):
+        off = 1 if torch.compiler.is_compiling() else 0
+        return x * scale + off, 3, "done"
+
+
+def test_problems_and_warnings_are_counted_apart(capsys, project):
+    """The summary counts the problems (a rung that differs) and, after them, the warnings
+    (a non-tensor output, a constant input), each finding in the order check met it: exit 1."""
+    code, result = run_check(capsys, project, ScaledAndCounted, torch.ones(3), 0.5)
+    assert code == 1
+    assert result["summary"] == "2 problem(s): fix them, then run check again; read the 2 warning(s) above"
+    found = [(finding["what"], finding["severity"]) for finding in result["findings"]]
+    assert found == [
+        ("non-tensor output", "warning"),
+        ("non-tensor input", "warning"),
+        ("eager differs from eager", "problem"),
+        ("aot_eager differs from eager", "problem"),
+    ]
+    assert result["findings"][0] == {
+        "what": "non-tensor output",
+        "reason": "the output holds [1]: int, [2]: str",
+        "where": "",
+        "hint": check.hint_for("non-tensor"),
+        "severity": "warning",
+        "path": "",
+        "mismatches": [],
+    }
+
+
+class DoublesUnderCompile(nn.Module):
+    def forward(self, x):
+        return x * 2 if torch.compiler.is_compiling() else x.clone()
+
+
+def test_the_model_and_inputs_come_from_seed_0(capsys, monkeypatch, project):
+    """check builds the model and example inputs after torch.manual_seed(0), as the MRE does:
+    the difference it reports is that of the MRE's random inputs."""
+    torch.manual_seed(0)
+    expected = float(torch.randn(4).abs().max())
+    monkeypatch.setattr(project.model, "build_model", DoublesUnderCompile)
+    monkeypatch.setattr(project.model, "example_inputs", lambda: (torch.randn(4),))
+    project.check.main(["--json"])
+    result = json.loads(capsys.readouterr().out)
+    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager differs from eager"]
+    assert found["mismatches"][0]["max_abs"] == pytest.approx(expected)
+
+
+COMPILES: list[dict] = []
+"""What each compile with the `check_test_recorder` backend was given."""
+
+
+@register_backend(name="check_test_recorder")
+def recorder(graph, example_inputs, **options):
+    """A backend that records its options, and whether the shapes it is given are symbolic."""
+    symbolic = any(isinstance(each, torch.SymInt) for each in example_inputs)
+    COMPILES.append({**options, "symbolic": symbolic})
+    return graph.forward
+
+
+def test_a_rung_compiles_one_static_graph_with_its_options(capsys, monkeypatch, project):
+    """Each rung compiles as the MRE does: its backend with its options, static shapes, one graph
+    for both calls."""
+    COMPILES.clear()
+    rung = ("recorded", "check_test_recorder", {"force_eager": True})
+    monkeypatch.setattr(project.check, "rungs_here", lambda npu_ok: [rung])
+    code, result = run_check(capsys, project, lambda: nn.Linear(3, 3), torch.ones(2, 3))
+    assert COMPILES == [{"options": {"force_eager": True}, "symbolic": False}]
+    assert (code, result["rungs"][0]) == (
+        0,
+        {"name": "recorded", "status": "ok", "detail": "matches eager"},
+    )
+
+
+def test_the_ladder_runs_the_npu_rungs_only_on_an_npu():
+    """The fault-isolation ladder in the guide's order: the eager and aot_eager backends, then on
+    an NPU npugraph_ex with force_eager, with force_recapture, then plain."""
+    here = [("eager", "eager", None), ("aot_eager", "aot_eager", None)]
+    assert check.rungs_here(False) == here
+    assert check.rungs_here(True) == [
+        *here,
+        ("npugraph_ex force_eager", "npugraph_ex", {**NPUGRAPH_EX_OPTIONS, "force_eager": True}),
+        (
+            "npugraph_ex force_recapture",
+            "npugraph_ex",
+            {**NPUGRAPH_EX_OPTIONS, "force_recapture": True},
+        ),
+        ("npugraph_ex", "npugraph_ex", NPUGRAPH_EX_OPTIONS),
+    ]
+
+
+# A forward project's: a decode project's next inputs come from next_step() (the fixture's stand-in
+# here), a tensor-parallel project's device from its ranks (parallel.start()).
+@pytest.mark.parametrize("project", ["forward_project"], indirect=True)
+def test_on_an_npu_the_model_and_inputs_go_to_the_npu_and_climb_its_rungs(capsys, monkeypatch, project):
+    """Where npugraph_ex can run, check moves the model, the inputs and the next step's inputs to
+    the npu, and climbs the whole ladder (recorded here: off an NPU nothing can move there)."""
+    moved, asked = [], []
+
+    class Recorded(nn.Linear):
+        def to(self, device):
+            moved.append(("model", device))
+            return self
+
+    def to_device(value, device):
+        moved.append(("inputs", device))
+        return value
+
+    cpu_rungs = project.check.rungs_here(False)
+    monkeypatch.setattr(project.check, "npu_status", lambda: (True, ""))
+    monkeypatch.setattr(project.check, "to_device", to_device)
+    monkeypatch.setattr(project.check, "rungs_here", lambda npu_ok: asked.append(npu_ok) or cpu_rungs)
+    code, result = run_check(capsys, project, lambda: Recorded(3, 3), torch.ones(2, 3))
+    assert moved == [("model", "npu"), ("inputs", "npu"), ("inputs", "npu")]
+    assert asked == [True]
+    assert code == 0, result
+
+
+def test_the_report_lays_out_findings_then_rungs_then_the_summary():
+    """The report: the model, each finding (its reason, the other leaves, where, the hint), each
+    rung, a blank line, the summary."""
+    differs = check.Finding(
+        "aot_eager differs from eager",
+        "['a']: far off; and ['b']",
+        hint="set TOLERANCES",
+        mismatches=[Mismatch("['a']", "far off"), Mismatch("['b']", "off too")],
+    )
+    broken = check.Finding("graph break", "print", "model.py:3 (forward)", "remove it")
+    quiet = check.Finding("non-tensor output", "an int", severity="warning")
+    rungs = [check.Rung("eager", "ok", "matches eager"), check.Rung("aot_eager", "fail")]
+    result = check.Result(1, "2 problem(s)", "Tiny", [differs, broken, quiet], rungs)
+    assert check.render(result).splitlines() == [
+        "model       Tiny",
+        "problem     aot_eager differs from eager: ['a']: far off; and ['b']",
+        "            also ['b']: off too",
+        "            hint: set TOLERANCES",
+        "problem     graph break: print",
+        "            at model.py:3 (forward)",
+        "            hint: remove it",
+        "warning     non-tensor output: an int",
+        "rung        eager                        ok  matches eager",
+        "rung        aot_eager                    fail",
+        "",
+        "2 problem(s)",
+    ]
+
+
+def test_the_report_says_when_the_model_did_not_build():
+    """A model.py that cannot build a model is reported as such."""
+    assert check.render(check.Result(2, "fix it")).splitlines()[0] == "model       (did not build)"
+
+
+@pytest.mark.parametrize(
+    ("package", "options"),
+    [("forward_project", ""), ("parallel_project", " [--nproc-per-node NPROC_PER_NODE]")],
+)
+def test_help_names_the_command_and_what_it_does(capsys, monkeypatch, package, options):
+    """--help shows the command it was given, the first line of check's description, --json (and
+    with tensor parallelism --nproc-per-node)."""
+    tool = importlib.import_module(f"{package}.toolkit.check")
+    monkeypatch.setenv("COLUMNS", "200")  # argparse wraps to the terminal's width
+    with pytest.raises(SystemExit) as exited:
+        tool.main(["--help"], prog=f"python -m {package} check")
+    printed = capsys.readouterr().out
+    assert exited.value.code == 0
+    usage = f"usage: python -m {package} check [-h] [--json]{options}"
+    assert printed.splitlines()[:3] == [usage, "", tool.__doc__.splitlines()[0]]
+    assert re.search(r"^  --json +print one JSON object instead$", printed, re.MULTILINE)
+
+
+def test_a_reason_is_named_by_its_first_line():
+    """An error is named by its type and first non-blank line, or its type alone."""
+    assert check.first_line(ValueError("\n\nbad axis: X\nmore")) == "ValueError: bad axis: X"
+    assert check.first_line(RuntimeError()) == "RuntimeError"
+
+
+def test_an_unknown_error_gets_the_fallback_hint():
+    """An error no hint knows points at the reason and the guide."""
+    assert check.hint_for("something new") == "see the reason; README, section 'Fault isolation'"
+
+
+TORCH_FILE = Path(torch.__file__).parent / "_dynamo" / "convert_frame.py"
+
+
+def test_where_is_the_innermost_frame_of_your_code_that_dynamo_names():
+    """Of the frames Dynamo's message names, the innermost one outside torch and this toolkit."""
+    message = "\n".join(
+        f'  File "{file}", line {line}, in {name}'
+        for file, line, name in [
+            (TORCH_FILE, 1, "compile"),
+            ("/project/model.py", 10, "forward"),
+            ("/project/model.py", 20, "block"),
+            ("/project/layers.py", 30, "attend"),
+            (Path(check.__file__), 40, "run_rung"),
+            (TORCH_FILE, 2, "trace"),
+        ]
+    )
+    assert check.error_frame(RuntimeError(message)) == "/project/layers.py:30 (attend)"
+
+
+def raises():
+    raise ValueError("no frame named")  # where is this line
+
+
+def test_where_is_else_the_innermost_frame_of_your_code_it_went_through():
+    """An error whose message names no frame is placed by its traceback, your innermost frame."""
+    try:
+        raises()
+    except ValueError as error:
+        where = check.error_frame(error)
+    assert where == f"{__file__}:{line_of('where is this line')} (raises)"
+
+
+def test_an_error_only_in_torch_is_placed_nowhere():
+    """An error that went through no frame of yours has no place to show."""
+    frames = [traceback.FrameSummary(str(TORCH_FILE), 1, "compile")]
+    assert check.user_frame(frames) == ""
+
+
+# --- with tensor parallelism: parallel_plan() is rehearsed, then shards the model
+
+
+@pytest.mark.parametrize("project", PARALLEL, indirect=True)
+def test_the_model_is_sharded_as_the_mre_shards_it(capsys, monkeypatch, project):
+    """check shards build_model() by parallel_plan(): a key that names nothing stops it, exit 2."""
+    plan = {"no_such_layer": ColwiseParallel()}
+    monkeypatch.setattr(project.model, "parallel_plan", lambda world_size: plan)
+    assert project.check.main([]) == 2
+    assert "'no_such_layer' names no submodule" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("project", PARALLEL, indirect=True)
+def test_a_plan_that_cannot_run_is_refused_first(capsys, monkeypatch, project):
+    """check runs the plan for 2 ranks in this process before anything compiles: one that fails
+    (Megatron's styles swapped: every split divides, nothing can run) is refused in a few lines
+    naming its entry and shapes, exit 2."""
+    project.use(lambda: nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4)), torch.ones(3, 4))
+    plan = {"0": RowwiseParallel(), "1": ColwiseParallel()}
+    monkeypatch.setattr(project.model, "parallel_plan", lambda world_size: plan)
+    # A decode project's rehearsal runs the small model once, as the step, with no prefill.
+    parallel = importlib.import_module(f"{project.model.__package__}.toolkit.parallel")
+    monkeypatch.setattr(parallel, "first_step", lambda model, *inputs: inputs)
+    assert project.check.main(["--nproc-per-node", "2"]) == 2
+    report = capsys.readouterr().out
+    assert "the plan cannot run on 2 ranks" in report
+    assert "plan entry '0' (RowwiseParallel) on 0: Linear, weight (8, 4)" in report
+    assert len(report.splitlines()) <= 10
