@@ -1,6 +1,7 @@
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 {%- set decode = cookiecutter.workload == "decode" -%}
-"""bench on your model: it finishes, graph mode matching eager, with figures that make sense{{ ", on every rank under torchrun" if tp else "" }}."""
+"""bench on your model: it finishes, graph mode matching eager, with figures that make sense{{ ", on
+every rank under torchrun" if tp else "" }}."""
 
 import contextlib
 import io
@@ -32,8 +33,9 @@ def benched(mre_run, tmp_path_factory) -> dict:
 
 
 def test_bench_times_your_model_and_graph_mode_matches_eager(benched):
-    """bench finishes on your model: graph mode computes what eager computes{{ " at every capture size" if decode else "" }}, nothing
-    recompiles while it times, and every time and ratio is positive and ordered."""
+    """bench finishes on your model{{ " at every capture size" if decode else "" }}: graph mode computes what eager
+    computes, nothing recompiles while it times, and every time and ratio is positive and
+    ordered."""
     assert benched["outputs_match"] is True
 {%- if decode %}
     assert (benched["recompiled"], benched["recompiles"]) == ([], [])
