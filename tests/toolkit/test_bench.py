@@ -98,7 +98,8 @@ class Benched(NamedTuple):
 # One run of each kind serves every test that reads it: each run compiles the model again.
 @pytest.fixture(scope="module", params=["forward_project", "cache_project", "parallel_project"])
 def benched(request, tmp_path_factory) -> Benched:
-    """bench --json on a forward project's sample model."""
+    """bench --json on the sample model of a forward project: npugraph_ex, cache_compile, and
+    tensor-parallel (one rank)."""
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.delenv(BACKEND_ENV, raising=False)
         torch._dynamo.reset()
