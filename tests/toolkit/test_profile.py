@@ -288,9 +288,11 @@ def counting_model(project: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bench, "build_model", Counts)
     monkeypatch.setattr(bench, "example_inputs", lambda: (torch.ones(3),))
     if settings.DECODE:
-        monkeypatch.setattr(bench, "first_step", lambda model, *inputs: inputs)
+        decode = importlib.import_module(f"{project}.toolkit.decode")
+        monkeypatch.setattr(decode, "first_step", lambda model, *inputs: inputs)
     if settings.TENSOR_PARALLEL:
-        monkeypatch.setattr(bench, "parallel_plan", lambda world_size: {})
+        model_py = importlib.import_module(f"{project}.model")
+        monkeypatch.setattr(model_py, "parallel_plan", lambda world_size: {})
 
 
 @pytest.fixture(params=["forward_project", "decode_project", "parallel_project"])

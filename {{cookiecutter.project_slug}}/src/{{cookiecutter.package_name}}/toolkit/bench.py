@@ -66,15 +66,9 @@ from .contract import ContractError, clone, describe_tree, mismatches, to_device
 from .report import synchronize
 from .state import restore, save, state_mismatches
 
-# What only some projects have (the template leaves the rest out), imported where it exists. Here,
-# not in the functions that call it, so that a test can replace any of it on this module.
-if project.TENSOR_PARALLEL:
-    from ..model import parallel_plan
-    from .parallel import tensor_parallel, wait_collectives
-if project.DECODE:
-    from .decode import first_step, logits_of, prefill
-    from .generation import build as build_decode
-
+# What only some projects have (the template leaves the rest out: decode.py and generation.py in a
+# forward project, parallel.py and model.py's parallel_plan() without tensor parallelism) is
+# imported in the functions that call it, when the project has it.
 if TYPE_CHECKING:
     from .decode import DecodeGraphs, Warmup
     from .parallel import Ranks
@@ -190,9 +184,13 @@ def seeded_model(where: Backend | Ranks) -> tuple[torch.nn.Module, tuple[Any, ..
     torch.manual_seed(0)
     model = build_model().to(where.device).eval()
     if project.TENSOR_PARALLEL:
+        from ..model import parallel_plan
+
         model = where.shard(model, parallel_plan(where.size))
     dummy_input = to_device(example_inputs(), where.device)
     if project.DECODE:
+        from .decode import first_step
+
         (prompt,) = dummy_input
         with torch.no_grad():
             dummy_input = first_step(model, prompt)
@@ -229,6 +227,8 @@ def build(backend: Backend, ranks: Ranks | None = None) -> tuple[torch.nn.Module
     if not project.DECODE:
         model, dummy_input = seeded_model(backend if ranks is None else ranks)
         return model, graph_of(model, backend, ranks), dummy_input
+    from .generation import build as build_decode
+
     model, graphs = build_decode(backend, ranks)
     (prompt,) = to_device(example_inputs(), graphs.device)
     if prompt.shape[1] >= graphs.limits.max_seq_len:
@@ -262,6 +262,8 @@ def compare_outputs(
     restore(eager, start)
     expected = eager(*dummy_input)
     if project.DECODE:
+        from .decode import logits_of
+
         # The graph side hands back the logits alone, as generate reads them.
         expected = logits_of(expected)
     eager_state = save(eager)
@@ -279,6 +281,8 @@ def check_sizes(model: torch.nn.Module, graphs: DecodeGraphs, prompt: torch.Tens
     """None if, at every capture size, graph mode's decode step after the same eager prefill
     computes what eager computes and leaves the state eager leaves; else how the first size that
     differs differs. The model holds its starting state again afterwards."""
+    from .decode import first_step
+
     start = save(model)
     differ = {}
     for size in graphs.limits.capture_sizes:
@@ -315,6 +319,8 @@ def call_through(fn: Call, dummy_input: tuple[Any, ...]) -> None:
     flight, which a call nobody reads would otherwise leave out."""
     output = fn(*dummy_input)
     if project.TENSOR_PARALLEL:
+        from .parallel import wait_collectives
+
         wait_collectives(output)
 
 
@@ -405,6 +411,8 @@ def measure_sizes(
     the state before it; then one eager and one graph decode step, each from the state prefill
     left. So every step writes the same position, the prompt's length, and no call sees another's
     cache writes. The model holds its starting state again afterwards."""
+    from .decode import first_step, prefill
+
     start = save(model)
     runs = []
     for size in graphs.limits.capture_sizes:
@@ -711,6 +719,8 @@ def joined(backend: Backend) -> contextlib.AbstractContextManager[Ranks | None]:
     """With tensor parallelism, this process's rank in the job while bench runs (plain python: a
     job of one rank); elsewhere None."""
     if project.TENSOR_PARALLEL:
+        from .parallel import tensor_parallel
+
         return tensor_parallel(backend.device)
     return contextlib.nullcontext()
 
