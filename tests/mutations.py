@@ -1161,8 +1161,8 @@ MUTATIONS = (
     Mutation(
         "doctor crashes on a forced backend torch does not know",
         f"{TOOLKIT}/doctor.py",
-        "    except (RuntimeError, ValueError) as error:\n        return Check(\n            \"mre-backend\",",
-        "    except RuntimeError as error:\n        return Check(\n            \"mre-backend\",",
+        '    except (RuntimeError, ValueError) as error:\n        return Check(\n            "mre-backend",',
+        '    except RuntimeError as error:\n        return Check(\n            "mre-backend",',
         "tests/toolkit/test_doctor_checks.py -k torch_does_not_know",
         None,
     ),

@@ -13,7 +13,9 @@ def test_the_doctor_finds_nothing_wrong_with_your_model(capsys, monkeypatch):
     """No line on model.py FAILs, and the verdict is 0 where an NPU runs npugraph_ex, else 1: the
     MRE falls back to the stand-in."""
     monkeypatch.delenv(BACKEND_ENV, raising=False)
+{%- if cookiecutter.parallel == "tensor_parallel" %}
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)  # torchrun's, the doctor's rank count
+{%- endif %}
     code = doctor.main(["--json"])
     report = json.loads(capsys.readouterr().out)
     on_your_model = {c["name"]: c["status"] for c in report["checks"] if c["name"] in ON_YOUR_MODEL}
