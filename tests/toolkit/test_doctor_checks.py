@@ -332,6 +332,34 @@ def test_cann_variables_naming_missing_folders_fail(ascend, monkeypatch):
     ]
 
 
+def test_a_cann_without_runtime_names_that_package_alone(ascend, monkeypatch):
+    """A sourced CANN with compiler/ but no runtime/: the packages line FAILs naming runtime/
+    alone, and its fix installs that package."""
+    home = cann_install(ascend / "opt/cann", "compiler", "opp")
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(home))
+    monkeypatch.setenv("ASCEND_OPP_PATH", str(home / "opp"))
+    assert doctor.check_cann()[2] == Check(
+        "cann-packages",
+        "FAIL",
+        f"ASCEND_HOME_PATH={home} has no runtime/",
+        f"install CANN's runtime package there, or {SOURCE_CANN} of a full CANN",
+    )
+
+
+def test_a_cann_variable_naming_a_missing_folder_fails_without_torch_npu_too(ascend, installed, monkeypatch):
+    """No torch_npu: ASCEND_HOME_PATH naming a folder that does not exist is still a FAIL, with
+    the fix to source set_env.sh or unset it."""
+    installed("torch-npu", None)
+    home = ascend / "opt/gone"
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(home))
+    assert doctor.check_cann()[0] == Check(
+        "ASCEND_HOME_PATH",
+        "FAIL",
+        f"ASCEND_HOME_PATH={home} does not exist",
+        f"{SOURCE_CANN}, or unset ASCEND_HOME_PATH",
+    )
+
+
 def test_without_torch_npu_a_partial_cann_is_no_failure(ascend, installed, monkeypatch):
     """No torch_npu: a CANN home without ASCEND_OPP_PATH or packages fails nothing, since
     nothing loads CANN."""
@@ -397,6 +425,18 @@ def test_a_backend_that_cannot_be_forced_stops_the_mre(no_torch_npu, monkeypatch
         blocking=True,
     )
     assert doctor.check_choice() == expected
+
+
+def test_a_forced_backend_torch_does_not_know_stops_the_mre(monkeypatch):
+    """$NPUGRAPH_BACKEND naming no torch.compile backend: a blocking FAIL naming the value, whose
+    fix is to unset or fix it."""
+    monkeypatch.setenv(BACKEND_ENV, "no-such-backend")
+    check = doctor.check_choice()
+    assert (check.name, check.status, check.blocking) == ("mre-backend", "FAIL", True)
+    assert check.detail.startswith(
+        f"{BACKEND_ENV}='no-such-backend' is not a torch.compile backend; use one of "
+    )
+    assert check.fix == "unset NPUGRAPH_BACKEND or fix its value"
 
 
 # --- the model contract
@@ -559,6 +599,24 @@ def test_a_crashing_check_becomes_a_fail_line_named_after_it(monkeypatch):
     ]
 
 
+def test_graph_mode_is_exit_0_whatever_warnings_remain():
+    """mre-backend OK (npugraph_ex chosen) and nothing blocking: exit 0, whatever WARNs remain."""
+    checks = [
+        Check("versions", "WARN", "an untested pair"),
+        Check("mre-backend", "OK", "npugraph_ex: Ascend910B2 captures aclgraphs"),
+    ]
+    assert doctor.verdict(checks) == (0, "the MRE runs in graph mode (npugraph_ex) here")
+
+
+def test_a_blocking_failure_wins_over_graph_mode():
+    """A blocking FAIL beside a graph-mode backend: exit 2, naming the failed check."""
+    checks = [
+        Check("model", "FAIL", "build_model() raised", blocking=True),
+        Check("mre-backend", "OK", "npugraph_ex: Ascend910B2 captures aclgraphs"),
+    ]
+    assert doctor.verdict(checks) == (2, "the MRE cannot run here: fix model first")
+
+
 def test_every_blocking_failure_is_named_in_the_verdict():
     """Two blocking FAILs, a non-blocking one aside: exit 2, naming both in order."""
     checks = [
@@ -570,10 +628,13 @@ def test_every_blocking_failure_is_named_in_the_verdict():
 
 
 def test_the_fallback_verdict_points_at_the_lines_above():
-    """No blocking FAIL and no graph-mode backend: exit 1, pointing at the WARN and FAIL lines."""
+    """No blocking FAIL and no graph-mode backend: exit 1, pointing at the WARN and FAIL lines,
+    a FAIL that does not block aside."""
     summary = "the MRE runs here, but falls back to a stand-in: see WARN and FAIL above"
-    assert doctor.verdict([Check("mre-backend", "WARN", "aot_eager: no NPU")]) == (1, summary)
+    fallback = Check("mre-backend", "WARN", "aot_eager: no NPU")
+    assert doctor.verdict([fallback]) == (1, summary)
     assert doctor.verdict([Check("python", "OK", "3.11")]) == (1, summary)
+    assert doctor.verdict([Check("torch_npu", "FAIL", "not installed"), fallback]) == (1, summary)
 
 
 def test_the_report_aligns_names_shows_fixes_only_for_problems_and_ends_with_the_verdict():
@@ -640,6 +701,29 @@ def test_json_is_one_indented_object_with_verdict_summary_and_checks(capsys, two
         ],
     }
     assert output.startswith('{\n  "verdict": 1,\n  "summary": ')
+
+
+def test_the_report_has_every_check_s_line_and_its_verdict(capsys):
+    """Run whole here: the report has a line from each check that every project runs, each with
+    a status of OK, WARN or FAIL, and the exit code is its verdict."""
+    code = doctor.main(["--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["verdict"] == code
+    names = {check["name"] for check in report["checks"]}
+    assert names >= {
+        "python",
+        "versions",
+        "torch-build",
+        "torch_npu",
+        "ASCEND_HOME_PATH",
+        "ASCEND_OPP_PATH",
+        "set_env.sh",
+        "backends",
+        "mre-backend",
+        "model",
+        "mre-import",
+    }
+    assert {check["status"] for check in report["checks"]} <= {"OK", "WARN", "FAIL"}
 
 
 def test_help_says_what_the_doctor_answers(help_of):

@@ -20,7 +20,6 @@ import {{ cookiecutter.package_name }}
 
 # isort: split
 import contextlib
-import importlib.metadata
 import io
 import os
 import re
@@ -47,7 +46,9 @@ from {{ cookiecutter.package_name }} import model
 {% endif -%}
 from {{ cookiecutter.package_name }}.model import build_model, example_inputs
 from {{ cookiecutter.package_name }}.mre import infer_one_step
-from {{ cookiecutter.package_name }}.toolkit import backend{{ ", export" if tp else "" }}{{ ", parallel" if tp and decode else "" }}
+{%- if tp %}
+from {{ cookiecutter.package_name }}.toolkit import export{{ ", parallel" if decode else "" }}
+{%- endif %}
 from {{ cookiecutter.package_name }}.toolkit.backend import npu_status, select_backend
 from {{ cookiecutter.package_name }}.toolkit.check import error_frame
 from {{ cookiecutter.package_name }}.toolkit.contract import to_device
@@ -173,104 +174,6 @@ def help_of(capsys: pytest.CaptureFixture[str]) -> Callable[[Callable[..., int],
         return " ".join(capsys.readouterr().out.split())
 
     return shown
-
-
-@pytest.fixture
-def forget_torch_npu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test's next `import torch_npu` loads afresh, and what it loads is taken away afterwards."""
-    # setitem remembers that there was no entry; undoing it removes the stand-in the test loaded.
-    monkeypatch.setitem(sys.modules, "torch_npu", None)
-    del sys.modules["torch_npu"]
-
-
-def distribution_key(name: str) -> str:
-    """A distribution name as importlib.metadata matches it: any case, runs of -_. alike."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-@pytest.fixture
-def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
-    """installed(name, version, *requires): importlib.metadata finds this distribution with these
-    Requires-Dist lines, or none if version is None, whatever this machine has installed."""
-    real = importlib.metadata.distribution
-    found: dict[str, importlib.metadata.Distribution | None] = {}
-
-    def distribution(name: str) -> importlib.metadata.Distribution:
-        if not name or distribution_key(name) not in found:
-            return real(name)  # which refuses an empty name, as the real lookup does
-        if (chosen := found[distribution_key(name)]) is None:
-            raise importlib.metadata.PackageNotFoundError(name)
-        return chosen
-
-    def install(name: str, version: str | None, *requires: str) -> None:
-        if version is None:
-            found[distribution_key(name)] = None
-            return
-        folder = tmp_path / f"{name}-{version}.dist-info"
-        folder.mkdir()
-        lines = [f"Name: {name}", f"Version: {version}", *(f"Requires-Dist: {r}" for r in requires)]
-        (folder / "METADATA").write_text("Metadata-Version: 2.1\n" + "\n".join(lines) + "\n")
-        found[distribution_key(name)] = importlib.metadata.PathDistribution(folder)
-
-    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
-    return install
-
-
-# A torch_npu that imports, with the calls the toolkit makes as torch-npu 2.13 defines them
-# (torch_npu/npu/__init__.py): device_count() is the driver's count (ascend_hal), is_available()
-# whether the runtime counts any (_npu_getDeviceCount()); get_device_name() takes a device index
-# (None: the current one), refuses one past device_count() and returns aclrtGetSocName(), the
-# same for every device. Like the real one, it makes itself torch.npu.
-TORCH_NPU_STAND_IN = """\
-import sys, torch
-__version__ = {version!r}
-def device_count(): return {count}
-def is_available(): return {available}
-def get_device_name(device_name=None):
-    if not 0 <= (device_name or 0) < device_count():
-        raise AssertionError("Invalid device id")
-    return {soc!r}
-torch.npu = sys.modules[__name__]
-"""
-PINNED_TORCH_NPU = "{{ cookiecutter.torch_npu_version }}"
-
-
-@pytest.fixture
-def install_torch_npu(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    forget_torch_npu: None,
-    installed: Callable[..., None],
-) -> Callable[..., None]:
-    """install(soc, count, available=..., init=..., version=..., requires=...): a stand-in
-    torch_npu on the path with its metadata, probed afresh by npu_status(); monkeypatch takes it
-    and torch.npu away afterwards. `available` defaults to count > 0; `init` replaces the
-    stand-in's __init__.py (to fail the import, say); the default metadata is the project's pin,
-    requiring the torch installed here."""
-
-    def install(
-        soc: str = "Ascend910B2",
-        count: int = 1,
-        *,
-        available: bool | None = None,
-        init: str | None = None,
-        version: str = PINNED_TORCH_NPU,
-        requires: tuple[str, ...] | None = None,
-    ) -> None:
-        package = tmp_path / "packages" / "torch_npu"
-        package.mkdir(parents=True)
-        available = count > 0 if available is None else available
-        init = init or TORCH_NPU_STAND_IN.format(
-            version=version, count=count, available=available, soc=soc
-        )
-        (package / "__init__.py").write_text(init)
-        torch_version = importlib.metadata.version("torch").split("+")[0]
-        installed("torch_npu", version, *(requires or (f"torch=={torch_version}.*",)))
-        monkeypatch.setattr(torch, "npu", None, raising=False)
-        monkeypatch.syspath_prepend(package.parent)
-        monkeypatch.setattr(backend, "npu_status", backend.probe_npu)
-
-    return install
 
 
 SOURCE = str(Path({{ cookiecutter.package_name }}.__file__).parents[1])
