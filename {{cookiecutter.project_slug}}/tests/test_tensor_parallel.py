@@ -34,6 +34,9 @@ from {{ cookiecutter.package_name }}.model import build_model, example_inputs, p
 from {{ cookiecutter.package_name }}.toolkit import parallel
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same
+{%- if decode %}
+from {{ cookiecutter.package_name }}.toolkit.generation import prompt_of
+{%- endif %}
 from {{ cookiecutter.package_name }}.toolkit.parallel import (
     COLLECTIVE_TIMEOUT,
 {%- if decode %}
@@ -388,7 +391,7 @@ def test_a_plan_that_leaves_the_cache_whole_names_the_missing_entry():
     heads do not fit a cache of every head): the rehearsal names the cache and the entry to add."""
     plan = {key: style for key, style in parallel_plan(2).items() if "kv_cache" not in key}
     with pytest.raises(PlanError) as refused:
-        rehearse(build_model, plan, (generate.prompt_of(None, "cpu"),), 2)
+        rehearse(build_model, plan, (prompt_of(None, "cpu"),), 2)
     assert "layers.0.kv_cache.k_cache" in str(refused.value)
     assert "'layers.*.kv_cache': KVCacheParallel()" in str(refused.value)
 
@@ -399,7 +402,7 @@ def one_device() -> tuple[torch.Tensor, State]:
     model ends with."""
     torch.manual_seed(0)
     model = build_model().eval()
-    prompt = generate.prompt_of(None, "cpu")
+    prompt = prompt_of(None, "cpu")
     with torch.no_grad():
         tokens = generate.generate(model, model, prompt, 4)
     return tokens, save(model)
