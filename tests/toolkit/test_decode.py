@@ -52,6 +52,22 @@ def test_a_batch_above_the_largest_capture_size_is_refused_with_both_fixes():
         CACHE.capture_size(5)
 
 
+def test_the_cache_takes_exactly_max_seq_len_positions_and_at_least_one_new_token():
+    """A prompt plus new tokens up to MAX_SEQ_LEN fits; one more, or no new token, is refused
+    with the numbers and the fix."""
+    cache = Limits(max_batch=1, max_seq_len=10, capture_sizes=(1,))
+    cache.check_length(4, 6)
+    cache.check_length(9, 1)
+    too_long = (
+        "a prompt of 4 tokens plus 7 new ones is 11 positions, more than MAX_SEQ_LEN = 10: "
+        "ask for at most 6 new tokens, or raise MAX_SEQ_LEN in model.py"
+    )
+    with pytest.raises(ValueError, match=exactly(too_long)):
+        cache.check_length(4, 7)
+    with pytest.raises(ValueError, match=exactly("--new-tokens 0: generate at least 1 token")):
+        cache.check_length(4, 0)
+
+
 @pytest.fixture
 def declare(monkeypatch):
     """Set model.py's decode names: a valid cache, with the given names overridden (MISSING:

@@ -16,6 +16,7 @@ from {{ cookiecutter.package_name }}.model import build_model, parallel_plan
 {% endif -%}
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same
 {%- if decode %}
+from {{ cookiecutter.package_name }}.toolkit.generation import greedy, prompt_of
 from {{ cookiecutter.package_name }}.toolkit.parallel import KVCacheParallel, plan_targets
 from {{ cookiecutter.package_name }}.toolkit.state import (
     State,
@@ -43,25 +44,25 @@ def test_every_rank_compiles_one_graph(two_ranks):
 
 @pytest.fixture(scope="module")
 def one_device() -> tuple[torch.Tensor, State]:
-    """What generate --new-tokens 4 chooses on one device, unsharded and eager, and the state the
-    model ends with."""
+    """What generate --new-tokens 4 chooses greedily on one device, unsharded and eager, and the
+    state the model ends with."""
     torch.manual_seed(0)
     model = build_model().eval()
-    prompt = generate.prompt_of(None, "cpu")
+    prompt = prompt_of(None, "cpu")
     with torch.no_grad():
-        tokens = generate.generate(model, model, prompt, 4)
+        tokens = generate.generate(model, model, prompt, 4, sample=greedy)
     return tokens, save(model)
 
 
 def test_two_ranks_generate_one_devices_tokens(two_ranks, one_device):
-    """`generate --json` under torchrun: every rank exits 0, rank 0 alone prints, and the tokens
-    are those one device chooses."""
+    """`generate --json` under torchrun: every rank exits 0, rank 0 alone prints, and its greedy
+    tokens are those one device chooses (the printed ones are your sampler's)."""
     steps = [two_ranks.results[rank]["generate"] for rank in range(two_ranks.size)]
     assert [step["value"]["code"] for step in steps] == [0] * two_ranks.size
     assert [step["printed"] for step in steps[1:]] == [""] * (two_ranks.size - 1)
     result = json.loads(steps[0]["printed"])
     assert (result["ranks"]["size"], result["ranks"]["differ"]) == (two_ranks.size, [])
-    assert torch.equal(torch.tensor(result["tokens"]), one_device[0])
+    assert torch.equal(torch.tensor(result["greedy_tokens"]), one_device[0])
 
 
 def caches(size: int) -> dict[str, KVCacheParallel]:

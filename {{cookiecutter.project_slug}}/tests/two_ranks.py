@@ -116,21 +116,21 @@ def bench() -> int:
 def generate() -> dict[str, Any]:
     """`generate --json`'s exit status, and the state its model ends with: this rank's KV cache
     after graph-mode generation."""
-    from {{ cookiecutter.package_name }} import generate
     from {{ cookiecutter.package_name }}.__main__ import main
+    from {{ cookiecutter.package_name }}.toolkit import generation
     from {{ cookiecutter.package_name }}.toolkit.state import save
 
-    build, built = generate.build, []
+    build, built = generation.build, []
 
-    def keep(*arguments: Any) -> Any:  # generate.build, keeping what it built
+    def keep(*arguments: Any) -> Any:  # generation.build, keeping what it built
         built.append(build(*arguments))
         return built[-1]
 
-    generate.build = keep
+    generation.build = keep
     try:
         code = main(GENERATE)
     finally:
-        generate.build = build
+        generation.build = build
     return {"code": code, "state": save(built[0][0])}
 {%- endif %}
 

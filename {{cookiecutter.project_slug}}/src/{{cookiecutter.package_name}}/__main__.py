@@ -1,4 +1,5 @@
 {%- set op_plugin = cookiecutter.custom_op != "none" and cookiecutter.op_registration == "op_plugin" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
 """The project's command line: `python -m {{ cookiecutter.package_name }} <command> [--help]`."""
 
 import argparse
@@ -25,10 +26,10 @@ COMMANDS = {
         "toolkit.export",
         "the MRE and your model in one self-contained file for a bug report",
     ),
-{%- if cookiecutter.workload == "decode" %}
+{%- if decode %}
     "generate": (
-        "generate",
-        "greedy generation: eager prefill, then the decode step in graph mode",
+        "toolkit.generation",
+        "your loop (generate.py): eager prefill, then the decode step in graph mode",
     ),
 {%- endif %}
 {%- if op_plugin %}
@@ -53,7 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     parsed = parser.parse_args(argv)
     module_name, _ = COMMANDS[parsed.command]
     module = importlib.import_module(f".{module_name}", __package__)
-    return module.main(parsed.arguments, prog=f"python -m {__package__} {parsed.command}")
+    prog = f"python -m {__package__} {parsed.command}"
+{%- if decode %}
+    if parsed.command == "generate":
+        # Your loop and sampler, run by the toolkit, which imports nothing of yours.
+        from . import generate
+
+        return module.main(parsed.arguments, prog, loop=generate.generate, sample=generate.sample)
+{%- endif %}
+    return module.main(parsed.arguments, prog=prog)
 
 
 if __name__ == "__main__":

@@ -1,22 +1,71 @@
-"""The decode step in graph mode, built as generation runs it: generate builds it here, and bench
-times what it builds, so both run the same graphs.
+"""generate: the project's loop (generate.py) run eagerly and in graph mode, compared, timed, printed.
+
+    python -m <package> generate [--new-tokens N] [--batch B] [--json]
+
+The command line hands main() the loop and the sampler of the project's generate.py; this module
+never imports that file, so the loop stays the user's to edit. Like the MRE it seeds
+torch.manual_seed(0), then calls build_model(), then example_inputs() (the prompt). build() below
+makes the model and its decode graphs, and bench times what it builds, so both run the same graphs.
+Warm-up captures every capture size. Then the loop runs three times, each from the same prompt and
+the same starting cache: in graph mode with the loop's sampler, seeded again, then greedy and
+eager, then greedy in graph mode (whose cache the model keeps). The two greedy runs must choose the
+same tokens; the sampled run's tokens are the ones printed (`greedy_tokens` in --json: the compared
+ones). The comparison is greedy because on an NPU eager's logits and graph mode's
+differ by rounding: a sampler may draw other tokens on each side, from one random state, though
+graph mode is right. It prints the tokens, tokens per second of each greedy run and what warm-up
+captured; --json prints one object instead.
+
+With tensor parallelism it also runs on N ranks under torchrun (`torchrun --nproc-per-node N -m
+<package> generate`): each rank holds its share of the heads (parallel_plan() in model.py), its KV
+cache only those heads, and rank 0 prints. Every rank must choose the same tokens, and eager's.
+
+Exit 0: generated, and graph mode chose the tokens eager chose. 1: they differ (`python -m
+<package> check` compares one step leaf by leaf). 2: the request cannot run (a batch above the
+largest capture size, a prompt plus new tokens longer than MAX_SEQ_LEN).
 
 A decode project's own: the template leaves this file out of forward projects.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..model import build_model
+from ..model import build_model, example_inputs
 from . import project
-from .decode import DecodeGraphs, limits
+from .backend import select_backend
+from .contract import ContractError, to_device
+from .decode import DecodeGraphs, Step, limits, logits_of
+from .report import synchronize
+from .state import restore, save
 
 if TYPE_CHECKING:
     from .backend import Backend
     from .parallel import Ranks
+
+Sample = Callable[[torch.Tensor], torch.Tensor]
+"""A sampler: the next token of each sequence, (batch, 1), from logits (batch, n, vocab)."""
+Loop = Callable[..., torch.Tensor]
+"""generate.py's generate(step, model, prompt, new_tokens, sample=...): the prompt and its new
+tokens, (batch, length)."""
+
+NEW_TOKENS = 16
+DESCRIPTION = (
+    "Generation with your loop (generate.py): an eager prefill of the prompt, then one graph-mode "
+    "decode step per new token, checked greedily against eager."
+)
+STAND_IN_NOTE = "{backend} stands in for npugraph_ex: its tokens/s do not predict NPU speed"
+
+
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    """The comparison's sampler: each sequence's most likely next token, (batch, 1)."""
+    return logits[:, -1:].argmax(-1)
 
 
 def build(backend: Backend, ranks: Ranks | None = None) -> tuple[torch.nn.Module, DecodeGraphs]:
@@ -56,3 +105,196 @@ def build(backend: Backend, ranks: Ranks | None = None) -> tuple[torch.nn.Module
         # One compiled model: Dynamo compiles one graph for each batch size it meets.
         compiled = dict.fromkeys(bounds.capture_sizes, compiled_model)
     return model, DecodeGraphs(model, compiled, bounds, device)
+
+
+def eager_step(model: torch.nn.Module) -> Step:
+    """The model's decode step run eagerly, giving its logits as the graphs give theirs."""
+    return lambda tokens, input_pos: logits_of(model(tokens, input_pos))
+
+
+def prompt_of(batch: int | None, device: str) -> torch.Tensor:
+    """example_inputs()'s prompt, its rows repeated in turn to `batch` sequences if given."""
+    (prompt,) = to_device(example_inputs(), device)
+    if batch is None:
+        return prompt
+    return prompt[torch.arange(batch, device=device) % prompt.shape[0]]
+
+
+def timed(call: Any, device: str) -> tuple[Any, float]:
+    """What `call()` returns, and the seconds it took until the device was done."""
+    started = time.perf_counter()
+    result = call()
+    synchronize(device)
+    return result, time.perf_counter() - started
+
+
+def run(
+    new_tokens: int,
+    batch: int | None,
+    ranks: Ranks | None = None,
+    *,
+    loop: Loop,
+    sample: Sample,
+) -> dict[str, Any]:
+    """Run `loop` greedily, eagerly then in graph mode, then in graph mode with `sample`, each
+    from the same prompt and starting state (with tensor parallelism, as this rank of `ranks`)."""
+    backend = select_backend()
+    model, graphs = build(backend, ranks)
+    prompt = prompt_of(batch, backend.device if ranks is None else ranks.device)
+    graphs.limits.check_length(prompt.shape[1], new_tokens)
+    size = graphs.limits.capture_size(prompt.shape[0])
+    with torch.no_grad():
+        start = save(model)
+        warmup = graphs.warm_up()
+        # Seeded as the MRE is, on every rank: each rank all-reduces to the same logits, so each
+        # draws rank 0's tokens.
+        torch.manual_seed(0)
+        tokens = loop(graphs, model, prompt, new_tokens, sample=sample)
+        restore(model, start)
+        eager, eager_s = timed(
+            lambda: loop(eager_step(model), model, prompt, new_tokens, sample=greedy),
+            backend.device,
+        )
+        restore(model, start)
+        # Last, so that the model ends with the state graph-mode greedy generation leaves.
+        graph, graph_s = timed(
+            lambda: loop(graphs, model, prompt, new_tokens, sample=greedy), backend.device
+        )
+    # Prefill runs eagerly on both sides: tokens per second of the decode steps together with it.
+    decoded = (graph.shape[1] - prompt.shape[1]) * prompt.shape[0]
+    return {
+        "backend": backend.name,
+        "reason": backend.reason,
+        "batch": prompt.shape[0],
+        "prompt_length": prompt.shape[1],
+        "capture_size": size,
+        "tokens": tokens.tolist(),
+        "greedy_tokens": graph.tolist(),
+        "graphs": warmup.graphs,
+        "warmup": str(warmup),
+        "recompiles": graphs.recompiles,
+        "tokens_per_s": {"eager": decoded / eager_s, "graph": decoded / graph_s},
+        "matches_eager": torch.equal(graph, eager),
+        "first_difference": first_difference(graph, eager),
+        "note": None if backend.is_npugraph_ex else STAND_IN_NOTE.format(backend=backend.name),
+    }
+
+
+def first_difference(tokens: torch.Tensor, eager: torch.Tensor) -> str | None:
+    """Where graph mode's tokens first part from eager's: sequence and position; None if nowhere."""
+    differ = (tokens != eager).nonzero()
+    if not len(differ):
+        return None
+    sequence, position = differ[differ[:, 1].argmin()].tolist()
+    return f"sequence {sequence}, position {position}"
+
+
+def render(result: dict[str, Any]) -> str:
+    """The report as a few aligned lines, as the MRE prints its own; `|` ends each prompt."""
+    rate = result["tokens_per_s"]
+    prompt = result["prompt_length"]
+    rows = [
+        ("backend", f"{result['backend']} ({result['reason']})"),
+        ("warm-up", result["warmup"]),
+        *(
+            (f"sequence {index}", f"{words(row[:prompt])} | {words(row[prompt:])}")
+            for index, row in enumerate(result["tokens"])
+        ),
+        (
+            "tokens/s",
+            (
+                f"eager {rate['eager']:.1f}, graph {rate['graph']:.1f} (batch {result['batch']}, "
+                f"capture size {result['capture_size']})"
+            ),
+        ),
+        ("recompiles", "; ".join(result["recompiles"]) or "none"),
+    ]
+    if "ranks" in result:
+        group = result["ranks"]
+        rows.insert(1, ("ranks", f"{group['size']} ({group['backend']}), tokens from rank 0"))
+    if result["note"]:
+        rows.append(("note", result["note"]))
+    return "\n".join(f"{name:<11} {value}" for name, value in rows)
+
+
+def words(ids: list[int]) -> str:
+    return " ".join(map(str, ids))
+
+
+def across_ranks(results: list[dict[str, Any]], ranks: Ranks) -> dict[str, Any]:
+    """Rank 0's result, for the job: graph mode matches eager only if it did on every rank, and
+    every rank chose rank 0's tokens (each all-reduces to the same logits, so they must)."""
+    first = results[0]
+    differ = [
+        rank
+        for rank, result in enumerate(results)
+        if result["tokens"] != first["tokens"]
+        or result["greedy_tokens"] != first["greedy_tokens"]
+        or not result["matches_eager"]
+    ]
+    group = {"size": ranks.size, "backend": ranks.backend, "differ": differ}
+    return {**first, "matches_eager": not differ, "ranks": group}
+
+
+def difference(result: dict[str, Any]) -> str:
+    """What the one line on stderr says when graph mode's tokens differ: from where, and the
+    command that compares one step."""
+    if "ranks" in result:
+        where = f"rank {result['ranks']['differ'][0]}"
+        if result["first_difference"]:
+            where = f"{result['first_difference']} on rank 0"
+        differ = f"graph mode chose other tokens than eager, or than rank 0, from {where}"
+    else:
+        differ = f"graph mode chose other tokens than eager from {result['first_difference']}"
+    return (
+        f"generate: {differ}: run `python -m {project.PACKAGE} check` to compare one step leaf by "
+        "leaf"
+    )
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    prog: str | None = None,
+    *,
+    loop: Loop,
+    sample: Sample,
+) -> int:
+    """Generate with `loop` and `sample` (generate.py's), print the result; the exit status."""
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    parser.add_argument(
+        "--new-tokens",
+        type=int,
+        default=NEW_TOKENS,
+        help=f"tokens to generate (default: {NEW_TOKENS})",
+    )
+    parser.add_argument(
+        "--batch", type=int, help="sequences, the prompt's rows in turn (default: the prompt's)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    arguments = parser.parse_args(argv)
+    asked = {"loop": loop, "sample": sample}
+    if project.TENSOR_PARALLEL:
+        from .parallel import tensor_parallel
+
+        with tensor_parallel(select_backend().device) as ranks:
+            try:
+                result = run(arguments.new_tokens, arguments.batch, ranks, **asked)
+            except (ValueError, ContractError) as error:
+                # Every rank refuses the same request: none waits in a collective for another.
+                if ranks.is_first:
+                    print(f"generate: {error}", file=sys.stderr)
+                return 2
+            result = across_ranks(ranks.gather(result), ranks)
+        if not ranks.is_first:
+            return 0 if result["matches_eager"] else 1
+    else:
+        try:
+            result = run(arguments.new_tokens, arguments.batch, **asked)
+        except (ValueError, ContractError) as error:
+            print(f"generate: {error}", file=sys.stderr)
+            return 2
+    print(json.dumps(result) if arguments.json else render(result))
+    if not result["matches_eager"]:
+        print(difference(result), file=sys.stderr)
+        return 1
+    return 0
