@@ -26,28 +26,19 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 import torch
-{%- if tp %}
-from torch import nn
-{%- endif %}
 from torch._dynamo import guards
 from torch._dynamo.utils import counters
-{%- if tp %}
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
-{%- endif %}
 
-{% if tp -%}
-from {{ cookiecutter.package_name }} import model
-{% endif -%}
 from {{ cookiecutter.package_name }}.model import build_model, example_inputs
 from {{ cookiecutter.package_name }}.mre import infer_one_step
 {%- if tp %}
-from {{ cookiecutter.package_name }}.toolkit import export{{ ", parallel" if decode else "" }}
+from {{ cookiecutter.package_name }}.toolkit import export
 {%- endif %}
 from {{ cookiecutter.package_name }}.toolkit.backend import npu_status, select_backend
 from {{ cookiecutter.package_name }}.toolkit.check import error_frame
@@ -160,20 +151,6 @@ def eager_step() -> EagerStep:
 def eager_output(eager_step: EagerStep) -> Any:
     """The output of eager_step: what graph mode must compute."""
     return eager_step.output
-
-
-@pytest.fixture
-def help_of(capsys: pytest.CaptureFixture[str]) -> Callable[[Callable[..., int], str], str]:
-    """help_of(main, prog): what `--help` prints for a tool's main() called as `prog`, on one line
-    however it wraps; --help must exit 0."""
-
-    def shown(main: Callable[..., int], prog: str) -> str:
-        with pytest.raises(SystemExit) as exit_status:
-            main(["--help"], prog=prog)
-        assert exit_status.value.code == 0
-        return " ".join(capsys.readouterr().out.split())
-
-    return shown
 
 
 SOURCE = str(Path({{ cookiecutter.package_name }}.__file__).parents[1])
@@ -329,29 +306,6 @@ def two_ranks(two_ranks_launch: Launch | str) -> TwoRanks:
         rank: torch.load(path, weights_only=False) for rank, path in saved.items() if path.exists()
     }
     return TwoRanks(RANKS, results)
-
-
-@pytest.fixture
-def one_step(monkeypatch: pytest.MonkeyPatch) -> None:
-    """For a small model of a test's own: the rehearsal runs it once on its example inputs
-{%- if decode %}, as the step, with no prefill
-{%- endif %}."""
-{%- if decode %}
-    monkeypatch.setattr(parallel, "first_step", lambda model, *inputs: inputs)
-{%- endif %}
-
-
-@pytest.fixture
-def swapped_styles(monkeypatch: pytest.MonkeyPatch, one_step: None) -> None:
-    """A model.py whose plan swaps the Megatron styles: every split divides, nothing can run."""
-
-    def two_layers() -> nn.Module:
-        return nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4))
-
-    monkeypatch.setattr(model, "build_model", two_layers)
-    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3, 4),))
-    plan = {"0": RowwiseParallel(), "1": ColwiseParallel()}
-    monkeypatch.setattr(model, "parallel_plan", lambda world_size: plan)
 {%- endif %}
 
 

@@ -227,7 +227,7 @@ def shapes(values: Any) -> str:
 def first_step(model: nn.Module, *prompt: Any) -> tuple[Any, ...]:
     """A decode project's prefill, decode.first_step(), imported when it runs: decode.py is in
     decode projects only. A name of this module, so that a test can run a small model of its own
-    without a prefill (conftest.py's one_step)."""
+    without a prefill (tests/toolkit's test_parallel.py does)."""
     from .decode import first_step
 
     return first_step(model, *prompt)
