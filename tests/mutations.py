@@ -1355,6 +1355,13 @@ MUTATIONS = (
         "{}",
         "tests/test_updates.py -k copier_update_brings",
     ),
+    Mutation(
+        "generate's --json gives the sampled tokens as the compared greedy ones",
+        f"{TOOLKIT}/generation.py",
+        '        "greedy_tokens": graph.tolist(),',
+        '        "greedy_tokens": tokens.tolist(),',
+        "tests/toolkit/test_generation.py -k greedy_tokens",
+    ),
 )
 
 

@@ -218,6 +218,20 @@ def test_the_printed_tokens_are_the_samplers(sampled):
 
 
 @pytest.mark.parametrize("built", ["decode_project"], indirect=True)
+def test_json_gives_the_compared_tokens_as_greedy_tokens(sampled):
+    """--json's greedy_tokens are argmax's, the tokens compared with eager, whatever sample() is."""
+    device = select_backend().device
+    torch.manual_seed(0)
+    fresh = model.build_model().to(device).eval()
+    prompt = generation.prompt_of(None, device)
+    with torch.no_grad():
+        expected = generate.generate(
+            generation.eager_step(fresh), fresh, prompt, int(FEW[1]), sample=generation.greedy
+        )
+    assert sampled.result["greedy_tokens"] == expected.tolist() != sampled.result["tokens"]
+
+
+@pytest.mark.parametrize("built", ["decode_project"], indirect=True)
 def test_the_sampled_run_starts_from_seed_0(sampled):
     """The sampler's run is seeded as the MRE is, torch.manual_seed(0), whatever ran before: so
     every rank draws the same numbers."""
