@@ -28,8 +28,7 @@ def sample(logits: torch.Tensor) -> torch.Tensor:
     """The next token of each sequence, (batch, 1), from the logits (batch, n, vocab): greedy.
 
     Your sampler goes here, e.g. `torch.multinomial(torch.softmax(logits[:, -1] / 0.8, -1), 1)`.
-    It runs outside the graph: the captured step stays as it is, with no random-number op in it
-    (cache_compile refuses graphs with RNG ops).
+    It runs outside the graph, so the captured step stays as it is, with no random-number op in it.
     """
     return logits[:, -1:].argmax(-1)
 
