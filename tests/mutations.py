@@ -83,8 +83,8 @@ MUTATIONS = (
         f"{TOOLKIT}/report.py",
         "    if call.graphs == 0 and not loaded_from_cache:",
         "    if False:",
-        "tests/test_mre.py -k no_graph",
-        DEFAULT,
+        "tests/toolkit/test_report.py -k no_graph",
+        None,
     ),
     Mutation(
         "to_device accepts inputs that are not a tuple",
@@ -147,8 +147,8 @@ MUTATIONS = (
         f"{TOOLKIT}/report.py",
         "        *constant_rows(dummy_input),\n",
         "",
-        "tests/test_mre.py -k non_tensor",
-        DEFAULT,
+        "tests/toolkit/test_report.py -k non_tensor",
+        None,
     ),
     Mutation(
         "the doctor's model line says nothing of a non-tensor input",

@@ -1,22 +1,16 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
-"""The MRE runs in graph mode, matches eager, reports what ran, and keeps the seed's shape."""
+"""The MRE runs your model in graph mode, matches eager, reports what ran, and keeps the seed's
+shape."""
 
 import ast
 import inspect
-from types import SimpleNamespace
 
 import pytest
-import torch
 
 from {{ cookiecutter.package_name }} import mre
-from {{ cookiecutter.package_name }}.toolkit import report
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
 from {{ cookiecutter.package_name }}.toolkit.contract import assert_same, describe_tree
-{%- if tp %}
-from {{ cookiecutter.package_name }}.toolkit.parallel import tensor_parallel
-{%- endif %}
-from {{ cookiecutter.package_name }}.toolkit.report import NoGraphError, first_call
 
 FIXED_NAMES = {"config", "compiled_model", "dummy_input", "output"}
 
@@ -50,77 +44,6 @@ def test_mre_report_names_backend_reason_inputs_and_output(mre_run, eager_step):
     group_backend = "hccl" if backend.device == "npu" else "gloo"
     assert f"\nranks       1 ({group_backend}), slowest first call " in printed
 {%- endif %}
-
-
-def test_the_report_names_each_non_tensor_input(capsys):
-    """A float input gets a `constant` row: its path and value, baked into the graph, and the fix."""
-    backend = select_backend()
-    dummy_input = (torch.ones(3), 0.5)
-    call = report.FirstCall(0.1, 1)
-{%- if tp %}
-    with tensor_parallel(backend.device) as ranks:
-        report.print_report(backend, None, dummy_input, torch.ones(3), call, ranks)
-{%- else %}
-    report.print_report(backend, None, dummy_input, torch.ones(3), call)
-{%- endif %}
-    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("constant")]
-    assert row.startswith("constant    [1]: float 0.5 is baked into the graph as a constant")
-    assert "; pass a 0-d tensor, torch.tensor(0.5)" in row
-
-
-@pytest.mark.parametrize(
-    ("config", "call", "options", "first_call"),
-    [
-        (None, (0.126, 1), "none (only npugraph_ex takes options)", "0.13 s, 1 graph"),
-        ({"frozen_parameter": True}, (2.5, 2), "{'frozen_parameter': True}", "2.50 s, 2 graphs"),
-    ],
-)
-def test_the_report_reads_row_by_row(capsys, config, call, options, first_call):
-    """Each row of the report: the backend and why, its options, the input and the output, and
-    the first call's time and graphs (one graph, or several)."""
-    backend = select_backend()
-    dummy_input, output = (torch.ones(2),), torch.zeros(3)
-{%- if tp %}
-    with tensor_parallel(backend.device) as ranks:
-        report.print_report(backend, config, dummy_input, output, report.FirstCall(*call), ranks)
-{%- else %}
-    report.print_report(backend, config, dummy_input, output, report.FirstCall(*call))
-{%- endif %}
-    assert capsys.readouterr().out.splitlines()[:5] == [
-        f"backend     {backend.name} ({backend.reason})",
-        f"options     {options}",
-        f"input       {describe_tree(dummy_input)}",
-        f"output      {describe_tree(output)}",
-        f"first call  {first_call} (compile and capture included)",
-    ]
-
-
-def test_on_an_npu_the_first_call_waits_for_the_device(monkeypatch):
-    """On an NPU the first call's time covers the device work still queued; elsewhere nothing
-    waits."""
-    waited = []
-    npu = SimpleNamespace(synchronize=lambda: waited.append("npu"))
-    monkeypatch.setattr(torch, "npu", npu, raising=False)
-    report.synchronize("cpu")
-    assert waited == []
-    report.synchronize("npu")
-    assert waited == ["npu"]
-
-
-def test_a_first_call_that_compiles_no_graph_raises():
-    """A first call that ran eagerly (no graph compiled) raises NoGraphError: the MRE must not pass."""
-    backend = select_backend()
-    with pytest.raises(NoGraphError, match="compiled no graph"), first_call(backend):
-        torch.ones(3, device=backend.device) * 2
-
-
-def test_a_first_call_that_compiles_a_graph_counts_it():
-    """A first call that compiles one graph passes and counts it."""
-    backend = select_backend()
-    compiled = torch.compile(lambda x: x * 2, backend=backend.name, fullgraph=True, dynamic=False)
-    with first_call(backend) as call:
-        compiled(torch.ones(3, device=backend.device))
-    assert call.graphs == 1
 
 
 def infer_one_step_ast() -> ast.FunctionDef:

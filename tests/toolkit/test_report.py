@@ -1,0 +1,73 @@
+"""The MRE's report: one row per fact (backend and why, options, input, output, first call), and a
+first call that must compile a graph."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from forward_project.toolkit import report
+from forward_project.toolkit.backend import select_backend
+from forward_project.toolkit.contract import describe_tree
+from forward_project.toolkit.report import NoGraphError, first_call
+
+
+def test_the_report_names_each_non_tensor_input(capsys):
+    """A float input gets a `constant` row: its path and value, baked into the graph, and the fix."""
+    backend = select_backend()
+    dummy_input = (torch.ones(3), 0.5)
+    call = report.FirstCall(0.1, 1)
+    report.print_report(backend, None, dummy_input, torch.ones(3), call)
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("constant")]
+    assert row.startswith("constant    [1]: float 0.5 is baked into the graph as a constant")
+    assert "; pass a 0-d tensor, torch.tensor(0.5)" in row
+
+
+@pytest.mark.parametrize(
+    ("config", "call", "options", "first_call"),
+    [
+        (None, (0.126, 1), "none (only npugraph_ex takes options)", "0.13 s, 1 graph"),
+        ({"frozen_parameter": True}, (2.5, 2), "{'frozen_parameter': True}", "2.50 s, 2 graphs"),
+    ],
+)
+def test_the_report_reads_row_by_row(capsys, config, call, options, first_call):
+    """Each row of the report: the backend and why, its options, the input and the output, and
+    the first call's time and graphs (one graph, or several)."""
+    backend = select_backend()
+    dummy_input, output = (torch.ones(2),), torch.zeros(3)
+    report.print_report(backend, config, dummy_input, output, report.FirstCall(*call))
+    assert capsys.readouterr().out.splitlines()[:5] == [
+        f"backend     {backend.name} ({backend.reason})",
+        f"options     {options}",
+        f"input       {describe_tree(dummy_input)}",
+        f"output      {describe_tree(output)}",
+        f"first call  {first_call} (compile and capture included)",
+    ]
+
+
+def test_on_an_npu_the_first_call_waits_for_the_device(monkeypatch):
+    """On an NPU the first call's time covers the device work still queued; elsewhere nothing
+    waits."""
+    waited = []
+    npu = SimpleNamespace(synchronize=lambda: waited.append("npu"))
+    monkeypatch.setattr(torch, "npu", npu, raising=False)
+    report.synchronize("cpu")
+    assert waited == []
+    report.synchronize("npu")
+    assert waited == ["npu"]
+
+
+def test_a_first_call_that_compiles_no_graph_raises():
+    """A first call that ran eagerly (no graph compiled) raises NoGraphError: the MRE must not pass."""
+    backend = select_backend()
+    with pytest.raises(NoGraphError, match="compiled no graph"), first_call(backend):
+        torch.ones(3, device=backend.device) * 2
+
+
+def test_a_first_call_that_compiles_a_graph_counts_it():
+    """A first call that compiles one graph passes and counts it."""
+    backend = select_backend()
+    compiled = torch.compile(lambda x: x * 2, backend=backend.name, fullgraph=True, dynamic=False)
+    with first_call(backend) as call:
+        compiled(torch.ones(3, device=backend.device))
+    assert call.graphs == 1
