@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 
-# Command → (module of this package, what it answers). Modules load only when their command runs:
+# Command → (module of this package, what it answers); each module has main(arguments, prog). Modules load only when their command runs:
 # `--help` stays instant, and a broken torch cannot stop the doctor from starting.
 COMMANDS = {
     "check": (
@@ -28,7 +28,7 @@ COMMANDS = {
     ),
 {%- if decode %}
     "generate": (
-        "toolkit.generation",
+        "generate",
         "your loop (generate.py): eager prefill, then the decode step in graph mode",
     ),
 {%- endif %}
@@ -55,13 +55,6 @@ def main(argv: list[str] | None = None) -> int:
     module_name, _ = COMMANDS[parsed.command]
     module = importlib.import_module(f".{module_name}", __package__)
     prog = f"python -m {__package__} {parsed.command}"
-{%- if decode %}
-    if parsed.command == "generate":
-        # Your loop and sampler, run by the toolkit, which imports nothing of yours.
-        from . import generate
-
-        return module.main(parsed.arguments, prog, loop=generate.generate, sample=generate.sample)
-{%- endif %}
     return module.main(parsed.arguments, prog=prog)
 
 

@@ -3,7 +3,7 @@
     python -m {{ cookiecutter.package_name }} generate [--new-tokens N] [--batch B] [--json]
 
 generate() is the loop and sample() chooses each token: both are yours to edit. The command hands
-them to toolkit/generation.py, which builds the model and its decode graphs (one per capture
+them to toolkit/generation.py (main() below), which builds the model and its decode graphs (one per capture
 size), warms them up, runs your loop, times it and prints the tokens.
 
 The check is greedy: your loop with argmax in place of sample(), eagerly and in graph mode, must
@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import torch
 
+from .toolkit import generation
 from .toolkit.decode import logits_of
 
 EOS_ID: int | None = None
@@ -72,3 +73,8 @@ def ended(token: torch.Tensor) -> torch.Tensor:
     if EOS_ID is None:
         return torch.zeros(token.shape[0], dtype=torch.bool, device=token.device)
     return token[:, 0] == EOS_ID
+
+
+def main(arguments: list[str] | None = None, prog: str | None = None) -> int:
+    """`python -m {{ cookiecutter.package_name }} generate`: the toolkit runs your loop and sampler."""
+    return generation.main(arguments, prog, loop=generate, sample=sample)
