@@ -4,12 +4,15 @@ and tests, `import torch`.
 The suites are those of the representative variants (tests/conftest.py), the default tier's; a
 tensor-parallel MRE runs as its users launch it, two ranks under torchrun.
 
-Run with `nox -s speed` (or `python benchmarks/speed.py [repeats]`). Prints medians; asserts nothing,
-since timings belong in notes and reviews, not in tests.
+Run with `nox -s speed` (or `python benchmarks/speed.py [repeats] [--cookie FOLDER]`). Prints
+medians; asserts nothing, since timings belong in notes and reviews, not in tests. With `--cookie`
+(a checkout of scientific-python/cookie, the bake to match), both templates are baked by the
+`cookiecutter --no-input` command, in turns.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import subprocess
@@ -60,6 +63,29 @@ def succeeds(project: Path, *command: str) -> None:
     result = run_in(project, *command)
     if result.returncode:
         sys.exit(f"{' '.join(command)} exited {result.returncode} in {project}:\n{result.stderr[-3000:]}")
+
+
+def cookiecutter_command(template: Path, output: Path) -> None:
+    """A default bake as users run it: the `cookiecutter` command, a process of its own."""
+    command = [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(output), str(template)]
+    subprocess.run(command, check=True, capture_output=True)
+
+
+def compare_with_cookie(cookie: Path, repeats: int) -> None:
+    """This template's default bake against scientific-python/cookie's, paired runs of the same
+    command."""
+    with tempfile.TemporaryDirectory() as workdir:
+        counter = iter(range(10_000))
+        actions = [
+            lambda template=template: cookiecutter_command(template, Path(workdir) / str(next(counter)))
+            for template in (TEMPLATE, cookie)
+        ]
+        (ours, _), (theirs, _) = interleaved_medians(actions, repeats)
+    print(f"cookiecutter --no-input, this template {ours:6.2f} s")
+    print(
+        f"cookiecutter --no-input, cookie        {theirs:6.2f} s"
+        f"  (ours = {ours / theirs:.2f} x cookie's, goal <= 1)"
+    )
 
 
 def main(repeats: int) -> None:
@@ -135,4 +161,10 @@ def main(repeats: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
+    parser.add_argument("repeats", nargs="?", type=int, default=3, help="runs of each (default 3)")
+    parser.add_argument("--cookie", type=Path, help="a checkout of scientific-python/cookie")
+    parsed = parser.parse_args()
+    if parsed.cookie:
+        compare_with_cookie(parsed.cookie, max(parsed.repeats, 7))
+    main(parsed.repeats)
