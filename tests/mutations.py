@@ -802,8 +802,8 @@ MUTATIONS = (
     Mutation(
         "the command line runs generate without the project's loop",
         f"{PACKAGE}/__main__.py",
-        '    if parsed.command == "generate":',
-        '    if parsed.command == "generate ":',
+        '        "generate",\n        "your loop',
+        '        "toolkit.generation",\n        "your loop',
         "tests/test_generate.py -k exits_0",
         DECODE,
     ),
