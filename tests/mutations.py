@@ -1355,6 +1355,35 @@ MUTATIONS = (
         "{}",
         "tests/test_updates.py -k copier_update_brings",
     ),
+    # Issue 29, item 3: check runs the backend the MRE runs, whatever chose it.
+    Mutation(
+        "check never runs a backend forced for the MRE",
+        f"{TOOLKIT}/check.py",
+        "    mine = mre_rung(backend, ladder)\n",
+        "    mine = None\n",
+        "tests/toolkit/test_check.py -k forced_for_the_mre",
+    ),
+    Mutation(
+        "check's rung of a forced backend does not say what forced it",
+        f"{TOOLKIT}/check.py",
+        '    return f"{backend.name} ({backend.reason})", backend.name, backend.options',
+        "    return backend.name, backend.name, backend.options",
+        "tests/toolkit/test_check.py -k backend_the_mre_reports",
+    ),
+    Mutation(
+        "check runs a forced backend the ladder climbed again",
+        f"{TOOLKIT}/check.py",
+        "    if any((name, options) == (backend.name, backend.options) for _, name, options in ladder):",
+        "    if any((name, options) == (backend.name, backend.options) for _, name, options in ladder[:0]):",
+        "tests/toolkit/test_check.py -k not_run_again",
+    ),
+    Mutation(
+        "check ignores a forced backend that cannot run",
+        f"{TOOLKIT}/check.py",
+        "        result.verdict = 2\n        result.summary = f\"the MRE cannot choose its backend",
+        "        result.verdict = 0\n        result.summary = f\"the MRE cannot choose its backend",
+        "tests/toolkit/test_check.py -k cannot_run_stops",
+    ),
     Mutation(
         "generate's --json gives the sampled tokens as the compared greedy ones",
         f"{TOOLKIT}/generation.py",

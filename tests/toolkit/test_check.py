@@ -18,7 +18,7 @@ from torch._dynamo.backends.registry import register_backend
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
 from forward_project.toolkit import check
-from forward_project.toolkit.backend import NPUGRAPH_EX_OPTIONS
+from forward_project.toolkit.backend import BACKEND_ENV, NPUGRAPH_EX_OPTIONS
 from forward_project.toolkit.contract import Mismatch, tolerances
 
 READY = (
@@ -261,6 +261,69 @@ def test_a_graph_that_drops_a_state_write_differs_from_eager(capsys, monkeypatch
     assert code == 1
     (found,) = [f for f in result["findings"] if f["what"] == "drops writes differs from eager"]
     assert found["path"] == "state steps"
+
+
+register_backend(name="check_test_drops_writes")(drops_state_writes)
+
+
+class CountsTwice(nn.Module):
+    """Two buffers updated in forward, as a KV cache's keys and values are."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+        self.register_buffer("total", torch.zeros(3))
+
+    def forward(self, x):
+        self.steps.add_(1)
+        self.total.add_(x)
+        return x * self.steps
+
+
+def test_a_backend_forced_for_the_mre_is_the_last_rung(capsys, monkeypatch, project):
+    """A backend forced with NPUGRAPH_BACKEND, which the MRE runs, is checked too, as the last
+    rung: one that loses the model's buffer writes is not ready, each lost write named, exit 1."""
+    monkeypatch.setenv(BACKEND_ENV, "check_test_drops_writes")
+    code, result = run_check(capsys, project, CountsTwice, torch.ones(3))
+    name = f"check_test_drops_writes (forced by {BACKEND_ENV})"
+    assert (code, result["rungs"][-1]["name"], result["rungs"][-1]["status"]) == (1, name, "fail")
+    (found,) = [f for f in result["findings"] if f["what"] == f"{name} differs from eager"]
+    assert [mismatch["path"] for mismatch in found["mismatches"]] == ["state steps", "state total"]
+    assert result["summary"] != READY
+
+
+@pytest.mark.parametrize("project", ["forward_project"], indirect=True)
+@pytest.mark.parametrize("forced", ["eager", "aot_eager"])
+def test_a_forced_backend_the_ladder_climbs_is_not_run_again(capsys, monkeypatch, project, forced):
+    """A backend forced with NPUGRAPH_BACKEND that is a rung of the ladder already is checked
+    there, once: the rungs are those of the unforced ladder."""
+    monkeypatch.setenv(BACKEND_ENV, forced)
+    code, result = run_check(capsys, project, lambda: nn.Linear(3, 3), torch.ones(2, 3))
+    assert code == 0
+    assert [rung["name"] for rung in result["rungs"]] == ["eager", "aot_eager", "npugraph_ex rungs"]
+
+
+def test_check_names_the_backend_the_mre_reports(capsys, monkeypatch):
+    """The MRE and check's last rung name the same backend, forced by NPUGRAPH_BACKEND."""
+    from forward_project import mre
+
+    monkeypatch.setenv(BACKEND_ENV, "check_test_drops_writes")
+    mre.infer_one_step()
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("backend ")]
+    assert check.main(["--json"]) == 0  # the sample model keeps no state: nothing to lose
+    last = json.loads(capsys.readouterr().out)["rungs"][-1]
+    assert row.split(maxsplit=1)[1] == last["name"]
+
+
+def test_a_forced_backend_that_cannot_run_stops_check(capsys, monkeypatch, project):
+    """NPUGRAPH_BACKEND naming no backend stops the MRE, and check with it: one finding with the
+    value and the fix, no rung, exit 2."""
+    monkeypatch.setenv(BACKEND_ENV, "no_such_backend")
+    code, result = run_check(capsys, project, lambda: nn.Linear(3, 3), torch.ones(2, 3))
+    (found,) = result["findings"]
+    assert (code, result["rungs"], found["what"]) == (2, [], "the MRE's backend")
+    assert found["reason"].startswith(f"{BACKEND_ENV}='no_such_backend' is not a torch.compile backend")
+    assert found["hint"] == f"unset {BACKEND_ENV} or fix its value"
 
 
 def test_a_ready_model_passes_every_rung_here(capsys, project):
