@@ -1380,8 +1380,8 @@ MUTATIONS = (
     Mutation(
         "check ignores a forced backend that cannot run",
         f"{TOOLKIT}/check.py",
-        "        result.verdict = 2\n        result.summary = f\"the MRE cannot choose its backend",
-        "        result.verdict = 0\n        result.summary = f\"the MRE cannot choose its backend",
+        '        result.verdict = 2\n        result.summary = f"the MRE cannot choose its backend',
+        '        result.verdict = 0\n        result.summary = f"the MRE cannot choose its backend',
         "tests/toolkit/test_check.py -k cannot_run_stops",
     ),
     Mutation(
