@@ -393,6 +393,26 @@ def test_a_graph_break_is_named_by_its_first_line(capsys, project):
     assert rungs["aot_eager"] == {"name": "aot_eager", "status": "fail", "detail": failed["reason"]}
 
 
+class PrintsTwice(nn.Module):
+    def forward(self, x):
+        x = x * 2
+        print("first")  # the first break
+        x = x + 1
+        print("second")  # the second break
+        return x * 3
+
+
+def test_every_graph_break_is_listed(capsys, project):
+    """Two breaks in forward are two findings, each at its own line, in the order Dynamo met them."""
+    code, result = run_check(capsys, project, PrintsTwice, torch.ones(2))
+    found = [f["where"] for f in result["findings"] if f["what"] == "graph break"]
+    assert code == 1
+    assert found == [
+        f"{__file__}:{line_of('the first break')} (forward)",
+        f"{__file__}:{line_of('the second break')} (forward)",
+    ]
+
+
 def test_what_the_model_prints_goes_to_stderr(capsys, project):
     """The model's own prints go to stderr: stdout holds the JSON alone, indented by 2."""
     project.use(PrintsMidway, torch.ones(2))
@@ -426,6 +446,47 @@ def test_item_in_the_graph_is_a_warning_at_its_line(capsys, project):
             "mismatches": [],
         }
     ]
+
+
+class ItemsInForward(nn.Module):
+    def forward(self, x):
+        low = x.min().item()  # the first .item()
+        high = x.max().item()  # the second .item()
+        return x * (high - low)
+
+
+def test_every_item_in_the_graph_is_a_warning(capsys, project):
+    """Two .item() calls are two warnings, each at its own line, and the summary counts both."""
+    code, result = run_check(capsys, project, ItemsInForward, torch.arange(3.0))
+    found = [f["where"] for f in result["findings"] if f["what"] == ".item() in the graph"]
+    assert (code, result["summary"]) == (0, f"{READY}; read the 2 warning(s) above")
+    assert found == [
+        f"{__file__}:{line_of('the first .item()')} (forward)",
+        f"{__file__}:{line_of('the second .item()')} (forward)",
+    ]
+
+
+class ScaledAndShifted(nn.Module):
+    def forward(self, x, scale: float, shift: int):
+        return x * scale + shift
+
+
+def test_every_non_tensor_input_is_a_warning(capsys, project):
+    """Two constant inputs are two warnings, each naming its path and value."""
+    code, result = run_check(capsys, project, ScaledAndShifted, torch.ones(3), 0.5, 2)
+    found = [f for f in result["findings"] if f["what"] == "non-tensor input"]
+    assert code == 0
+    assert [(f["path"], f["hint"]) for f in found] == [
+        ("[1]", "pass a 0-d tensor, torch.tensor(0.5): an input, so new values reuse the graph"),
+        ("[2]", "pass a 0-d tensor, torch.tensor(2): an input, so new values reuse the graph"),
+    ]
+
+
+def test_every_rung_that_recompiles_is_named(capsys, project):
+    """A model that recompiles on its second call does so on every rung: each is a finding."""
+    code, result = run_check(capsys, project, CountsCalls, torch.ones(3))
+    found = [f["what"] for f in result["findings"] if f["what"].endswith(" recompiled")]
+    assert (code, found) == (1, ["eager recompiled", "aot_eager recompiled"])
 
 
 RECOMPILE_HINT = "keep forward() free of values read from tensors"
