@@ -1687,6 +1687,13 @@ MUTATIONS = (
         "tests/toolkit/test_parallel.py -k other_counts_of_graphs",
     ),
     Mutation(
+        "the MRE's report has a row for the first constant input only",
+        f"{TOOLKIT}/report.py",
+        "    for path, value in constant_inputs(dummy_input):\n",
+        "    for path, value in constant_inputs(dummy_input)[:1]:\n",
+        "tests/toolkit/test_report.py -k every_non_tensor_input",
+    ),
+    Mutation(
         "profile opens the first rank's trace only",
         f"{TOOLKIT}/profile.py",
         '        for rank, result in enumerate(results)\n        for path, viewer in result["open"]',

@@ -662,13 +662,17 @@ def test_on_an_npu_the_model_and_inputs_go_to_the_npu_and_climb_its_rungs(capsys
 
 
 def test_the_report_lays_out_findings_then_rungs_then_the_summary():
-    """The report: the model, each finding (its reason, the other leaves, where, the hint), each
-    rung, a blank line, the summary."""
+    """The report: the model, each finding (its reason, each of the other leaves, where, the
+    hint), each rung, a blank line, the summary."""
     differs = check.Finding(
         "aot_eager differs from eager",
-        "['a']: far off; and ['b']",
+        "['a']: far off; and ['b'], ['c']",
         hint="set TOLERANCES",
-        mismatches=[Mismatch("['a']", "far off"), Mismatch("['b']", "off too")],
+        mismatches=[
+            Mismatch("['a']", "far off"),
+            Mismatch("['b']", "off too"),
+            Mismatch("['c']", "off as well"),
+        ],
     )
     broken = check.Finding("graph break", "print", "model.py:3 (forward)", "remove it")
     quiet = check.Finding("non-tensor output", "an int", severity="warning")
@@ -676,8 +680,9 @@ def test_the_report_lays_out_findings_then_rungs_then_the_summary():
     result = check.Result(1, "2 problem(s)", "Tiny", [differs, broken, quiet], rungs)
     assert check.render(result).splitlines() == [
         "model       Tiny",
-        "problem     aot_eager differs from eager: ['a']: far off; and ['b']",
+        "problem     aot_eager differs from eager: ['a']: far off; and ['b'], ['c']",
         "            also ['b']: off too",
+        "            also ['c']: off as well",
         "            hint: set TOLERANCES",
         "problem     graph break: print",
         "            at model.py:3 (forward)",
