@@ -260,11 +260,24 @@ def test_long_names_sorting_first_or_last_lint_clean(baked, answers, package_nam
     assert lint(baked(**answers, **LONG_NAMES, package_name=package_name)) == []
 
 
+PINNED_ELSEWHERE = {
+    "noxfile.py": {"torch"},
+    ".github/workflows/ci.yml": {"torch"},
+    "README.md": {"torch", "torch-npu"},
+}
+"""The files besides pyproject.toml that install torch or torch-npu, and which of them."""
+
+
 @every_combination
 def test_pins_the_chosen_torch_npu_with_its_torch(baked, answers):
-    """pyproject pins the chosen torch-npu in the `npu` extra and the torch it requires."""
+    """pyproject pins the chosen torch-npu in the `npu` extra and the torch it requires; nox, CI
+    and the README install those same releases, and no other."""
     project = baked(**answers)
     metadata = tomllib.loads((project / "pyproject.toml").read_text())["project"]
     version = answers["torch_npu_version"]
-    assert metadata["optional-dependencies"]["npu"] == [f"torch-npu=={version}"]
-    assert f"torch=={version.split('.post')[0]}" in metadata["dependencies"]
+    pins = {"torch": f"torch=={version.split('.post')[0]}", "torch-npu": f"torch-npu=={version}"}
+    assert metadata["optional-dependencies"]["npu"] == [pins["torch-npu"]]
+    assert pins["torch"] in metadata["dependencies"]
+    for name, installed in PINNED_ELSEWHERE.items():
+        found = set(re.findall(r"\btorch(?:-npu)?==[\w.]+", (project / name).read_text()))
+        assert found == {pins[distribution] for distribution in installed}, name

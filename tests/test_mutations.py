@@ -38,3 +38,10 @@ def test_union_selects_every_selection():
     assert union(["tests/a.py -k x", "tests/b.py tests/a.py -k 'y and z'"]) == (
         "tests/a.py tests/b.py -k '(x) or (y and z)'"
     )
+
+
+def test_union_keeps_each_folders_files_together():
+    """The baseline run's files come folder by folder: pytest loses a folder's conftest fixtures
+    for a file named after another folder's."""
+    selections = ["tests/toolkit/a.py -k x", "tests/b.py -k y", "tests/toolkit/c.py -k z"]
+    assert union(selections).split(" -k ")[0] == "tests/b.py tests/toolkit/a.py tests/toolkit/c.py"

@@ -590,8 +590,8 @@ def test_outputs_that_differ_stop_the_run(project, capsys, monkeypatch):
 
 
 def test_a_decode_step_that_differs_stops_the_run(capsys, monkeypatch):
-    """A decode step that computes something else is reported with its batch, and exits 1
-    without timing."""
+    """A decode step that computes something else is reported with every batch it differs at, and
+    exits 1 without timing."""
     tool = bench_of("decode_project")
     decode = module_of("decode_project", "toolkit.decode")
     build = tool.build
@@ -609,8 +609,9 @@ def test_a_decode_step_that_differs_stops_the_run(capsys, monkeypatch):
     monkeypatch.setattr(tool, "measure_sizes", lambda *args: pytest.fail("timed after a mismatch"))
     assert tool.main([*FAST, "--json"]) == 1
     captured = capsys.readouterr()
+    first, *others = decode.limits().capture_sizes
     assert "does not match eager" in captured.err
-    assert f"at batch {decode.limits().capture_sizes[0]}" in captured.err
+    assert f"at batch {first} (batch {', '.join(map(str, others))} too):" in captured.err
     assert json.loads(captured.out)["outputs_match"] is False
 
 
@@ -632,12 +633,45 @@ def test_capture_sizes_out_of_order_are_refused(capsys, monkeypatch):
     assert line.startswith("bench: CAPTURE_SIZES = (2, 1) must be positive and strictly increasing")
 
 
+AFTER_WARM_UP = [
+    "batch 2 (capture size 2) at positions [8] compiled a new graph",
+    "batch 3 (capture size 4) at positions [8] compiled a new graph",
+]
+"""Two decode steps that compiled after warm-up."""
+
+
 def test_a_compile_after_warm_up_is_reported():
-    """A decode step that compiled after warm-up (a size it missed) is a warning in the table."""
-    reason = "batch 2 (capture size 2) at positions [8] compiled a new graph"
-    result = summarize("decode_project", fabricated_run("decode_project", {}, {}), [reason])
-    assert result["recompiles"] == [reason]
-    assert f"WARNING: {reason}" in bench_of("decode_project").render_table(result)
+    """Each decode step that compiled after warm-up (a size it missed) is a warning in the table."""
+    result = summarize("decode_project", fabricated_run("decode_project", {}, {}), AFTER_WARM_UP)
+    assert result["recompiles"] == AFTER_WARM_UP
+    assert f"WARNING: {'; '.join(AFTER_WARM_UP)}" in bench_of("decode_project").render_table(result)
+
+
+def test_every_compile_after_warm_up_is_a_warning_on_stderr(capsys, monkeypatch):
+    """bench warns on stderr of each decode step that compiled after warm-up, a line each."""
+    tool = bench_of("decode_project")
+    result = summarize("decode_project", fabricated_run("decode_project", {}, {}), AFTER_WARM_UP)
+    outcome = tool.Outcome((), [None], [result])
+    monkeypatch.setattr(tool, "benchmark", lambda *arguments: outcome)
+    assert tool.main(FAST) == 0
+    warnings = capsys.readouterr().err.splitlines()
+    assert warnings == [f"bench: warning: after warm-up, {reason}" for reason in AFTER_WARM_UP]
+
+
+def test_the_table_has_every_capture_sizes_figures():
+    """A decode table holds a block of figures for each capture size, in turn."""
+    tool = bench_of("decode_project")
+    run = fabricated_run("decode_project", {}, {})
+    prefill = tool.Run({}, host_ms={"prefill": [9.0] * 3}, device_ms={"prefill": []})
+    runs = [
+        tool.SizeRun(size, (torch.zeros(size, 1, dtype=torch.long), torch.tensor([8])), prefill, run)
+        for size in (1, 2)
+    ]
+    (prompt,) = module_of("decode_project", "model").example_inputs()
+    warmup = module_of("decode_project", "toolkit.decode").Warmup((1, 2), 2, 0.5)
+    result = tool.summarize_sizes(a_test("decode_project"), prompt, 1, warmup, runs, [])
+    labels = [line.split("  ")[0] for line in tool.render_table(result).splitlines()]
+    assert [label for label in labels if label.startswith("batch ")] == ["batch 1", "batch 2"]
 
 
 class TwoOutputs(torch.nn.Module):
@@ -1049,22 +1083,22 @@ def rank_result(graph_p50: float, recompiled: list[str], decode: bool) -> dict:
 @pytest.mark.parametrize("project", ["parallel_project", "decode_parallel_project"])
 def test_the_slowest_rank_s_figures_are_reported(project):
     """The figures come from the rank with the highest graph p50 (in a decode project, over every
-    capture size); a recompile on any rank counts."""
+    capture size); a recompile on any rank counts, each rank's."""
     tool = bench_of(project)
     decode = module_of(project, "toolkit.project").DECODE
     results = [
-        rank_result(1.0, [], decode),
+        rank_result(1.0, ["stats.recaptures"], decode),
         rank_result(3.0, [], decode),
         rank_result(2.0, ["stats.graphs"], decode),
     ]
     result = tool.slowest_rank(results, {"size": 3, "backend": "gloo"})
     if decode:
         assert result["sizes"][1]["graph"] == {"p50_ms": 3.0}
-        assert result["recompiles"] == ["stats.graphs"]
+        assert result["recompiles"] == ["stats.recaptures", "stats.graphs"]
     else:
         assert result["graph"] == {"p50_ms": 3.0}
     assert result["ranks"] == {"size": 3, "backend": "gloo", "slowest": 1}
-    assert result["recompiled"] == ["stats.graphs"]
+    assert result["recompiled"] == ["stats.graphs", "stats.recaptures"]
     assert tool.ranks_text(result["ranks"]) == "3 (gloo), figures from rank 1, the slowest"
 
 
@@ -1078,3 +1112,17 @@ def test_a_mismatch_names_the_rank_it_happened_on(capsys):
     assert "does not match eager on rank 1, so nothing was timed" in captured.err
     assert "rank 1: off by one" in captured.err
     assert json.loads(captured.out)["ranks"] == {**group, "mismatched": [1]}
+
+
+def test_a_mismatch_names_every_rank_it_happened_on(capsys):
+    """When two ranks' graph outputs differ, the report names both, and shows how on the first."""
+    tool = bench_of("parallel_project")
+    group = {"size": 3, "backend": "gloo"}
+    inputs = module_of("parallel_project", "model").example_inputs()
+    tool.report_mismatch(a_test(), inputs, [None, "off by one", "off by two"], group, as_json=True)
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        "bench: aot_eager does not match eager on ranks 1, 2, so nothing was timed:",
+        "rank 1: off by one",
+    ]
+    assert json.loads(captured.out)["ranks"] == {**group, "mismatched": [1, 2]}

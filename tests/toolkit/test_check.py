@@ -18,7 +18,7 @@ from torch._dynamo.backends.registry import register_backend
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
 from forward_project.toolkit import check
-from forward_project.toolkit.backend import NPUGRAPH_EX_OPTIONS
+from forward_project.toolkit.backend import BACKEND_ENV, NPUGRAPH_EX_OPTIONS
 from forward_project.toolkit.contract import Mismatch, tolerances
 
 READY = (
@@ -263,6 +263,69 @@ def test_a_graph_that_drops_a_state_write_differs_from_eager(capsys, monkeypatch
     assert found["path"] == "state steps"
 
 
+register_backend(name="check_test_drops_writes")(drops_state_writes)
+
+
+class CountsTwice(nn.Module):
+    """Two buffers updated in forward, as a KV cache's keys and values are."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+        self.register_buffer("total", torch.zeros(3))
+
+    def forward(self, x):
+        self.steps.add_(1)
+        self.total.add_(x)
+        return x * self.steps
+
+
+def test_a_backend_forced_for_the_mre_is_the_last_rung(capsys, monkeypatch, project):
+    """A backend forced with NPUGRAPH_BACKEND, which the MRE runs, is checked too, as the last
+    rung: one that loses the model's buffer writes is not ready, each lost write named, exit 1."""
+    monkeypatch.setenv(BACKEND_ENV, "check_test_drops_writes")
+    code, result = run_check(capsys, project, CountsTwice, torch.ones(3))
+    name = f"check_test_drops_writes (forced by {BACKEND_ENV})"
+    assert (code, result["rungs"][-1]["name"], result["rungs"][-1]["status"]) == (1, name, "fail")
+    (found,) = [f for f in result["findings"] if f["what"] == f"{name} differs from eager"]
+    assert [mismatch["path"] for mismatch in found["mismatches"]] == ["state steps", "state total"]
+    assert result["summary"] != READY
+
+
+@pytest.mark.parametrize("project", ["forward_project"], indirect=True)
+@pytest.mark.parametrize("forced", ["eager", "aot_eager"])
+def test_a_forced_backend_the_ladder_climbs_is_not_run_again(capsys, monkeypatch, project, forced):
+    """A backend forced with NPUGRAPH_BACKEND that is a rung of the ladder already is checked
+    there, once: the rungs are those of the unforced ladder."""
+    monkeypatch.setenv(BACKEND_ENV, forced)
+    code, result = run_check(capsys, project, lambda: nn.Linear(3, 3), torch.ones(2, 3))
+    assert code == 0
+    assert [rung["name"] for rung in result["rungs"]] == ["eager", "aot_eager", "npugraph_ex rungs"]
+
+
+def test_check_names_the_backend_the_mre_reports(capsys, monkeypatch):
+    """The MRE and check's last rung name the same backend, forced by NPUGRAPH_BACKEND."""
+    from forward_project import mre
+
+    monkeypatch.setenv(BACKEND_ENV, "check_test_drops_writes")
+    mre.infer_one_step()
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("backend ")]
+    assert check.main(["--json"]) == 0  # the sample model keeps no state: nothing to lose
+    last = json.loads(capsys.readouterr().out)["rungs"][-1]
+    assert row.split(maxsplit=1)[1] == last["name"]
+
+
+def test_a_forced_backend_that_cannot_run_stops_check(capsys, monkeypatch, project):
+    """NPUGRAPH_BACKEND naming no backend stops the MRE, and check with it: one finding with the
+    value and the fix, no rung, exit 2."""
+    monkeypatch.setenv(BACKEND_ENV, "no_such_backend")
+    code, result = run_check(capsys, project, lambda: nn.Linear(3, 3), torch.ones(2, 3))
+    (found,) = result["findings"]
+    assert (code, result["rungs"], found["what"]) == (2, [], "the MRE's backend")
+    assert found["reason"].startswith(f"{BACKEND_ENV}='no_such_backend' is not a torch.compile backend")
+    assert found["hint"] == f"unset {BACKEND_ENV} or fix its value"
+
+
 def test_a_ready_model_passes_every_rung_here(capsys, project):
     """A model with no problem: no finding, each rung here matches eager, the NPU rungs are
     skipped with the reason, exit 0."""
@@ -330,6 +393,26 @@ def test_a_graph_break_is_named_by_its_first_line(capsys, project):
     assert rungs["aot_eager"] == {"name": "aot_eager", "status": "fail", "detail": failed["reason"]}
 
 
+class PrintsTwice(nn.Module):
+    def forward(self, x):
+        x = x * 2
+        print("first")  # the first break
+        x = x + 1
+        print("second")  # the second break
+        return x * 3
+
+
+def test_every_graph_break_is_listed(capsys, project):
+    """Two breaks in forward are two findings, each at its own line, in the order Dynamo met them."""
+    code, result = run_check(capsys, project, PrintsTwice, torch.ones(2))
+    found = [f["where"] for f in result["findings"] if f["what"] == "graph break"]
+    assert code == 1
+    assert found == [
+        f"{__file__}:{line_of('the first break')} (forward)",
+        f"{__file__}:{line_of('the second break')} (forward)",
+    ]
+
+
 def test_what_the_model_prints_goes_to_stderr(capsys, project):
     """The model's own prints go to stderr: stdout holds the JSON alone, indented by 2."""
     project.use(PrintsMidway, torch.ones(2))
@@ -363,6 +446,47 @@ def test_item_in_the_graph_is_a_warning_at_its_line(capsys, project):
             "mismatches": [],
         }
     ]
+
+
+class ItemsInForward(nn.Module):
+    def forward(self, x):
+        low = x.min().item()  # the first .item()
+        high = x.max().item()  # the second .item()
+        return x * (high - low)
+
+
+def test_every_item_in_the_graph_is_a_warning(capsys, project):
+    """Two .item() calls are two warnings, each at its own line, and the summary counts both."""
+    code, result = run_check(capsys, project, ItemsInForward, torch.arange(3.0))
+    found = [f["where"] for f in result["findings"] if f["what"] == ".item() in the graph"]
+    assert (code, result["summary"]) == (0, f"{READY}; read the 2 warning(s) above")
+    assert found == [
+        f"{__file__}:{line_of('the first .item()')} (forward)",
+        f"{__file__}:{line_of('the second .item()')} (forward)",
+    ]
+
+
+class ScaledAndShifted(nn.Module):
+    def forward(self, x, scale: float, shift: int):
+        return x * scale + shift
+
+
+def test_every_non_tensor_input_is_a_warning(capsys, project):
+    """Two constant inputs are two warnings, each naming its path and value."""
+    code, result = run_check(capsys, project, ScaledAndShifted, torch.ones(3), 0.5, 2)
+    found = [f for f in result["findings"] if f["what"] == "non-tensor input"]
+    assert code == 0
+    assert [(f["path"], f["hint"]) for f in found] == [
+        ("[1]", "pass a 0-d tensor, torch.tensor(0.5): an input, so new values reuse the graph"),
+        ("[2]", "pass a 0-d tensor, torch.tensor(2): an input, so new values reuse the graph"),
+    ]
+
+
+def test_every_rung_that_recompiles_is_named(capsys, project):
+    """A model that recompiles on its second call does so on every rung: each is a finding."""
+    code, result = run_check(capsys, project, CountsCalls, torch.ones(3))
+    found = [f["what"] for f in result["findings"] if f["what"].endswith(" recompiled")]
+    assert (code, found) == (1, ["eager recompiled", "aot_eager recompiled"])
 
 
 RECOMPILE_HINT = "keep forward() free of values read from tensors"
@@ -538,13 +662,17 @@ def test_on_an_npu_the_model_and_inputs_go_to_the_npu_and_climb_its_rungs(capsys
 
 
 def test_the_report_lays_out_findings_then_rungs_then_the_summary():
-    """The report: the model, each finding (its reason, the other leaves, where, the hint), each
-    rung, a blank line, the summary."""
+    """The report: the model, each finding (its reason, each of the other leaves, where, the
+    hint), each rung, a blank line, the summary."""
     differs = check.Finding(
         "aot_eager differs from eager",
-        "['a']: far off; and ['b']",
+        "['a']: far off; and ['b'], ['c']",
         hint="set TOLERANCES",
-        mismatches=[Mismatch("['a']", "far off"), Mismatch("['b']", "off too")],
+        mismatches=[
+            Mismatch("['a']", "far off"),
+            Mismatch("['b']", "off too"),
+            Mismatch("['c']", "off as well"),
+        ],
     )
     broken = check.Finding("graph break", "print", "model.py:3 (forward)", "remove it")
     quiet = check.Finding("non-tensor output", "an int", severity="warning")
@@ -552,8 +680,9 @@ def test_the_report_lays_out_findings_then_rungs_then_the_summary():
     result = check.Result(1, "2 problem(s)", "Tiny", [differs, broken, quiet], rungs)
     assert check.render(result).splitlines() == [
         "model       Tiny",
-        "problem     aot_eager differs from eager: ['a']: far off; and ['b']",
+        "problem     aot_eager differs from eager: ['a']: far off; and ['b'], ['c']",
         "            also ['b']: off too",
+        "            also ['c']: off as well",
         "            hint: set TOLERANCES",
         "problem     graph break: print",
         "            at model.py:3 (forward)",

@@ -229,6 +229,25 @@ def test_cache_file_with_loose_mode_warns(capsys, cache_file):
     assert "rm -r" in line
 
 
+def test_loose_cache_files_are_counted(capsys, cache_file):
+    """Two cache files that are not 0600: the line names the first and counts the other."""
+    cache_file.chmod(0o644)
+    other = cache_file.with_name("other_module")
+    other.write_bytes(b"cache")
+    other.chmod(0o644)
+    _, report = run(capsys, cache_doctor)
+    loose = sorted(path.relative_to(cache_file.parents[3]) for path in (cache_file, other))
+    assert f"has files not mode 0600: {loose[0]} and 1 more" in line_of(report, "cache-dir")
+
+
+def test_every_foreign_cache_entry_is_counted(capsys, cache_file, monkeypatch):
+    """A cache of another user's: the line names the first entry and counts the others (the
+    folders and the file)."""
+    monkeypatch.setattr(os, "getuid", lambda: cache_file.stat().st_uid + 1)
+    _, report = run(capsys, cache_doctor)
+    assert f"owned by another user: {CACHE_DIR} and 3 more" in line_of(report, "cache-dir")
+
+
 def test_foreign_owned_cache_fails(capsys, cache_file, monkeypatch):
     """A cache file owned by another user is a FAIL: cache_compile raises on it."""
     owner = cache_file.stat().st_uid

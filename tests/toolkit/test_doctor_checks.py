@@ -577,6 +577,14 @@ def test_a_model_py_without_a_name_the_mre_imports_stops_everything(monkeypatch)
     assert doctor.check_mre_imports() == expected
 
 
+def test_every_name_the_mre_imports_that_model_py_lacks_is_named(monkeypatch):
+    """model.py without build_model and example_inputs: the FAIL names both."""
+    monkeypatch.delattr(model, "build_model")
+    monkeypatch.delattr(model, "example_inputs")
+    detail = doctor.check_mre_imports().detail
+    assert detail == f"model.py has no build_model, example_inputs, which {MRE} imports from it"
+
+
 # --- the report
 
 

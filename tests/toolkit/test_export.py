@@ -324,15 +324,28 @@ def test_a_file_that_runs_and_matches_is_judged_0():
 
 
 def test_a_file_whose_leaves_differ_is_judged_1_with_the_first_differences():
-    """Each differing leaf on a line of its own, the first eight at most, then what differs."""
+    """Each differing leaf on a line of its own, the first eight at most, then how many more
+    differ, then what differs."""
     mre_output = {f"[{i}]": i for i in range(10)}
     file_output = {f"[{i}]": i + 1 for i in range(10)}
     code, message = export.judge(export.Run(file_output), export.Run(mre_output), "the file")
     assert code == 1
     lines = [f"[{i}]: int {i + 1} where eager has int {i}" for i in range(8)]
+    lines.append("and 2 more leaves differ")
     assert message == (
         "\n    ".join(lines) + f"\n  the file, run {export.ISOLATED}, differs from the MRE's output"
     )
+
+
+def test_every_leaf_that_differs_is_named_up_to_eight():
+    """Two leaves that differ are both named, one line each, with no count of more."""
+    file, mre = export.Run({"[0]": 1, "[1]": 2}), export.Run({"[0]": 0, "[1]": 0})
+    code, message = export.judge(file, mre, "the file")
+    assert (code, message.splitlines()[:2]) == (
+        1,
+        ["[0]: int 1 where eager has int 0", "    [1]: int 2 where eager has int 0"],
+    )
+    assert "more leaves" not in message
 
 
 def test_a_file_whose_output_has_other_leaves_is_judged_1_naming_them():

@@ -659,12 +659,12 @@ def build_model():
 @pytest.mark.parametrize("module", ["model.py", "mre.py"])
 def test_a_module_object_of_yours_is_refused_with_the_fix(project, module):
     """`from . import layers` and then `layers.X`, in your model.py or the MRE: one file has no
-    modules; the first such name, and the fix."""
+    modules; every such name, and the fix."""
     entry = ENTRY.replace("from .model import build_model", USES_MODULE_OBJECTS)
     sources = {"model.py": USES_MODULE_OBJECTS} if module == "model.py" else {"mre.py": entry}
     message = refusal(project, {**sources, "layers.py": "WIDTH = 4\n", "blocks.py": "DEPTH = 2\n"})
     assert message == (
-        f"{module} uses the module object blocks: one file has no modules; import the names you "
+        f"{module} uses the module objects blocks, layers: one file has no modules; import the names you "
         "use instead (from .module import name)"
     )
 
@@ -713,6 +713,28 @@ def build_model():
     assert message == (
         "model.py:5: a project import inside a function or block cannot be bundled; move it to "
         "the top of the module"
+    )
+
+
+def test_every_project_import_inside_a_function_is_refused_at_its_line(project):
+    """Two imports of your modules inside a function: both lines named, and the fix."""
+    message = refusal(
+        project,
+        {
+            "model.py": """\
+def build_model():
+    from .layers import WIDTH
+
+    from .blocks import DEPTH
+    return WIDTH, DEPTH
+""",
+            "layers.py": "WIDTH = 4\n",
+            "blocks.py": "DEPTH = 2\n",
+        },
+    )
+    assert message == (
+        "model.py:2, 4: project imports inside a function or block cannot be bundled; move them "
+        "to the top of the module"
     )
 
 
@@ -885,8 +907,8 @@ def test_data_files_your_modules_read_are_named_and_refused(project, finds, line
     )
 
 
-def test_the_first_module_in_name_order_that_finds_files_is_named(project):
-    """Two of your modules find files: the refusal names the first by module name, at its first
+def test_every_module_that_finds_files_is_named(project):
+    """Two of your modules find files: the refusal names each, in module-name order, at its first
     such line."""
     project(
         {
@@ -906,7 +928,8 @@ def build_model():
         }
     )
     message = refusal(project, {})
-    assert message.partition(", found at ")[2].startswith("layers.py:2 through __loader__). ")
+    found_at = "layers.py:2 through __loader__, model.py:1 through pkgutil). "
+    assert message.partition(", found at ")[2].startswith(found_at)
 
 
 @pytest.mark.parametrize(

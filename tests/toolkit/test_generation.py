@@ -327,6 +327,31 @@ def test_a_rank_that_chose_other_tokens_is_named(tokens):
     )
 
 
+def test_every_rank_that_chose_other_tokens_is_named():
+    """Two ranks whose tokens are not rank 0's: the line names both."""
+    parallel_generation = tool("decode_parallel_project", "toolkit.generation")
+    ranks = types.SimpleNamespace(size=3, backend="gloo")
+    other = {**RESULT, "tokens": [[5, 6, 7, 9]]}
+    result = parallel_generation.across_ranks([RESULT, other, other], ranks)
+    assert result["ranks"]["differ"] == [1, 2]
+    assert parallel_generation.difference(result).startswith(
+        "generate: graph mode chose other tokens than eager, or than rank 0, from ranks 1, 2: run "
+    )
+
+
+def test_where_rank_0_parts_from_eager_every_rank_that_differs_is_named_too():
+    """Rank 0's tokens part from its eager run's, and rank 1 chose others: the line says where
+    rank 0's part, and names both ranks."""
+    parallel_generation = tool("decode_parallel_project", "toolkit.generation")
+    ranks = types.SimpleNamespace(size=2, backend="gloo")
+    first = {**RESULT, "matches_eager": False, "first_difference": "sequence 0, position 3"}
+    result = parallel_generation.across_ranks([first, {**RESULT, "tokens": [[1]]}], ranks)
+    assert parallel_generation.difference(result).startswith(
+        "generate: graph mode chose other tokens than eager, or than rank 0, from sequence 0, "
+        "position 3 on rank 0 (ranks 0, 1 differ): run "
+    )
+
+
 def test_a_rank_whose_graphs_differ_from_its_eager_run_fails_the_job():
     """A rank whose graph mode parted from its own eager run fails the job too, with its tokens
     equal to rank 0's."""
@@ -346,6 +371,28 @@ def test_capture_sizes_beyond_the_cache_are_refused_with_exit_2(name, monkeypatc
     assert (code, printed) == (2, "")
     assert len(told.strip().splitlines()) == 1
     assert f"more than MAX_BATCH = {own.MAX_BATCH}" in told
+
+
+@pytest.mark.parametrize("name", PROJECTS)
+def test_every_reason_a_request_cannot_run_is_given(name):
+    """A batch above the largest capture size and more new tokens than the cache holds: refused
+    before anything compiles, exit 2, a line for each reason."""
+    own = tool(name, "model")
+    batch = tool(name, "toolkit.decode").limits().capture_sizes[-1] + 1
+    code, printed, told = generate_command(name, "--batch", str(batch), "--new-tokens", "1000")
+    lines = told.splitlines()
+    assert (code, printed, len(lines)) == (2, "", 2)
+    assert lines[0].startswith("generate: a prompt of ")
+    assert f"more than MAX_SEQ_LEN = {own.MAX_SEQ_LEN}" in lines[0]
+    assert lines[1].startswith(f"generate: a batch of {batch} sequences is more than the largest")
+
+
+@pytest.mark.parametrize("batch", ["0", "-1"])
+def test_a_batch_of_no_sequence_is_refused_in_a_line(batch):
+    """--batch 0 or below is refused in one line naming it, exit 2, not a traceback."""
+    code, printed, told = generate_command("decode_project", "--batch", batch)
+    assert (code, printed) == (2, "")
+    assert told == f"generate: a batch of {batch} sequences: generate at least 1\n"
 
 
 def test_help_names_every_option_with_its_default(help_of):
@@ -381,24 +428,25 @@ REPORTED = {
     "backend": "aot_eager",
     "reason": "no NPU",
     "warmup": "captured 1 graph (batch 1) in 0.5 s",
-    "tokens": [[5, 6, 7, 8]],
+    "tokens": [[5, 6, 7, 8], [1, 2, 3, 4]],
     "prompt_length": 2,
     "tokens_per_s": {"eager": 12.34, "graph": 56.78},
-    "batch": 1,
-    "capture_size": 1,
+    "batch": 2,
+    "capture_size": 2,
     "recompiles": ["batch 1, position 3", "batch 1, position 4"],
     "note": "a note",
 }
 
 
 def test_the_report_lays_out_each_line_of_the_result():
-    """render(): backend, warm-up, each sequence (prompt | new tokens), speed, recompiles and a
-    note, one aligned line each."""
+    """render(): backend, warm-up, each sequence (prompt | new tokens), speed, each recompile and
+    a note, one aligned line each."""
     assert generation.render(REPORTED).splitlines() == [
         "backend     aot_eager (no NPU)",
         "warm-up     captured 1 graph (batch 1) in 0.5 s",
         "sequence 0  5 6 | 7 8",
-        "tokens/s    eager 12.3, graph 56.8 (batch 1, capture size 1)",
+        "sequence 1  1 2 | 3 4",
+        "tokens/s    eager 12.3, graph 56.8 (batch 2, capture size 2)",
         "recompiles  batch 1, position 3; batch 1, position 4",
         "note        a note",
     ]

@@ -328,6 +328,38 @@ def test_graph_mode_rules_warn_and_fail_only_when_strict(tmp_path, entries, expe
     assert capsys.readouterr().err == "0 errors, 1 warnings\n1 errors, 0 warnings\n"
 
 
+def test_every_tensor_input_after_a_scalar_is_named(tmp_path):
+    """Two Tensor inputs after a scalar: one warning naming both, and the first scalar."""
+    entries = "- func: a(Tensor x, int k, Tensor y, float s, Tensor z) -> Tensor\n"
+    assert findings(tmp_path, entries) == [
+        "3: a: warning: Tensor inputs y, z come after the scalar k: put Tensors first"
+    ]
+
+
+def test_every_version_outside_all_version_is_named(tmp_path):
+    """A version field naming two versions that all_version lacks: a finding for each."""
+    entries = "- func: a(Tensor x) -> Tensor\n  op_api: v2.8, v2.9\n"
+    assert findings(tmp_path, entries) == [
+        "4: a: op_api: v2.8 is not in all_version",
+        "4: a: op_api: v2.9 is not in all_version",
+    ]
+
+
+def test_every_finding_of_every_file_is_printed(tmp_path, capsys):
+    """The command prints each finding of each file given, a line each, in order."""
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    first.write_text(
+        HEADER + "- func: a(Tensr x) -> Tensor\n- func: b(Tensor x, int k, Tensor y) -> Tensor\n"
+    )
+    second.write_text(HEADER + "- func: c(Tensor x) -> Tensor\n  op_apii: all_version\n")
+    assert opschema.main([str(first), str(second)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{first}:3: a: func is not a valid schema: unrecognized type Tensr",
+        f"{first}:4: b: warning: Tensor input y comes after the scalar k: put Tensors first",
+        f"{second}:4: c: unknown key 'op_apii'",
+    ]
+
+
 def test_an_in_place_kernel_writing_a_marked_input_passes(tmp_path):
     """A gen_opapi with no output is right when the input it writes is marked (a!)."""
     entries = "- func: a(Tensor(a!) x, Tensor y) -> Tensor\n  gen_opapi:\n    exec: aclnnA\n"

@@ -318,6 +318,15 @@ def test_a_rank_on_npus_takes_the_npu_of_its_local_rank_before_joining_over_hccl
     assert (ranks.backend, ranks.device, ranks.mesh) == ("hccl", "npu:1", ("mesh", "npu", (4,)))
 
 
+def test_ranks_that_compiled_other_counts_of_graphs_are_each_named():
+    """Ranks whose first calls compiled different numbers of graphs: the ranks row gives each
+    rank's count, in rank order."""
+    ranks = Ranks(0, 0, 3, "gloo", "cpu", mesh=None)
+    calls = [report.FirstCall(0.5, 1), report.FirstCall(0.5, 2), report.FirstCall(0.5, 1)]
+    row = report.ranks_row(ranks, calls)
+    assert row.endswith("on rank 0, graphs per rank 1, 2, 1")
+
+
 FIRST_CALLS = [(0.5, 1), (1.25, 1)]
 """What the first call took and compiled on each of two ranks."""
 
@@ -406,3 +415,14 @@ def test_a_plan_that_leaves_the_cache_whole_names_the_missing_entry(decode_paral
         decode_parallel.rehearse(sample.build_model, plan, sample.example_inputs(), 2)
     assert "layers.0.kv_cache.k_cache" in str(refused.value)
     assert "'layers.*.kv_cache': KVCacheParallel()" in str(refused.value)
+
+
+def test_every_cache_left_whole_is_counted(decode_parallel):
+    """The decode sample writes four cache tensors (k and v of two layers): a plan that shards
+    none names the first two and counts the others."""
+    sample = importlib.import_module("decode_parallel_project.model")
+    plan = {key: style for key, style in sample.parallel_plan(2).items() if "kv_cache" not in key}
+    with pytest.raises(decode_parallel.PlanError) as refused:
+        decode_parallel.rehearse(sample.build_model, plan, sample.example_inputs(), 2)
+    whole = "layers.0.kv_cache.k_cache, layers.0.kv_cache.v_cache and 2 more (its KV cache)"
+    assert f"the model writes {whole}" in str(refused.value)

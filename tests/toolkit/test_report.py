@@ -23,6 +23,14 @@ def test_the_report_names_each_non_tensor_input(capsys):
     assert "; pass a 0-d tensor, torch.tensor(0.5)" in row
 
 
+def test_the_report_has_a_row_for_every_non_tensor_input(capsys):
+    """Two constant inputs: a `constant` row each, in input order."""
+    dummy_input = (torch.ones(3), 0.5, 2)
+    report.print_report(select_backend(), None, dummy_input, torch.ones(3), report.FirstCall(0.1, 1))
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("constant")]
+    assert [row.split()[1] for row in rows] == ["[1]:", "[2]:"]
+
+
 @pytest.mark.parametrize(
     ("config", "call", "options", "first_call"),
     [

@@ -11,12 +11,14 @@ process, for --nproc-per-node ranks. Then it lists every graph break (torch._dyn
 file:line, the reason and a one-line hint, and walks each rung of the npugraph_ex fault-isolation
 ladder that can run here, comparing each output with eager's within the tolerance of its dtype
 (contract.tolerances()): the `eager` backend (Dynamo only), `aot_eager` (the stand-in), and on an
-NPU npugraph_ex with force_eager, with force_recapture, then plain. A second call on new inputs of
-the same shapes must not recompile. Each rung starts from the state the eager run started from (its
+NPU npugraph_ex with force_eager, with force_recapture, then plain; last, the backend the MRE runs
+(select_backend()), if the ladder has not run it: one forced with $NPUGRAPH_BACKEND. A second call
+on new inputs of the same shapes must not recompile. Each rung starts from the state the eager run started from (its
 buffers: a KV cache, a step counter), and must leave the state eager left as well as return its
 output. Each non-tensor input is a warning: graph mode bakes its value in, so new values recompile.
 
-Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all.
+Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all (or
+$NPUGRAPH_BACKEND names no backend that can run here).
 """
 
 from __future__ import annotations
@@ -37,7 +39,15 @@ import torch._dynamo
 from torch._dynamo.utils import counters
 
 from . import project
-from .backend import ACLOP_CAPTURE_ERROR, ACLOP_CAPTURE_HINT, NPUGRAPH_EX_OPTIONS, npu_status
+from .backend import (
+    ACLOP_CAPTURE_ERROR,
+    ACLOP_CAPTURE_HINT,
+    BACKEND_ENV,
+    NPUGRAPH_EX_OPTIONS,
+    Backend,
+    npu_status,
+    select_backend,
+)
 from .contract import (
     Mismatch,
     clone,
@@ -211,6 +221,16 @@ def rungs_here(npu_ok: bool) -> list[tuple[str, str, dict[str, object] | None]]:
     return ladder if npu_ok else ladder[:2]
 
 
+def mre_rung(
+    backend: Backend, ladder: list[tuple[str, str, dict[str, object] | None]]
+) -> tuple[str, str, dict[str, object] | None] | None:
+    """The rung of the backend the MRE runs, if no rung of `ladder` is it (same backend, same
+    options): a backend forced with $NPUGRAPH_BACKEND, which the MRE runs and the ladder does not."""
+    if any((name, options) == (backend.name, backend.options) for _, name, options in ladder):
+        return None
+    return f"{backend.name} ({backend.reason})", backend.name, backend.options
+
+
 @dataclass
 class Eager:
     """The reference: the state eager started from, its output, and the state it left."""
@@ -325,6 +345,15 @@ def check(ranks: Ranks | None = None) -> Result:
         result.verdict = 2
         result.summary = "the model does not run eagerly: fix that first"
         return result
+    try:
+        backend = select_backend()
+    except (RuntimeError, ValueError) as error:
+        # The MRE cannot start with this backend: nothing it would run can be checked.
+        hint = f"unset {BACKEND_ENV} or fix its value"
+        result.findings.append(Finding("the MRE's backend", str(error), hint=hint))
+        result.verdict = 2
+        result.summary = f"the MRE cannot choose its backend: fix {BACKEND_ENV} first"
+        return result
     if leaves := non_tensor_leaves(expected.output):
         result.findings.append(
             Finding(
@@ -337,12 +366,19 @@ def check(ranks: Ranks | None = None) -> Result:
     # The second call brings the same non-tensor values: say what new ones would do.
     result.findings += constants_baked_in(inputs)
     result.findings += graph_breaks(model, inputs)
-    for rung in rungs_here(npu_ok):
+    ladder = rungs_here(npu_ok)
+    # The last rung is the backend the MRE runs, whatever chose it: ready means ready for that.
+    mine = mre_rung(backend, ladder)
+    for rung in ladder:
         outcome, findings = run_rung(*rung, model, inputs, again, expected)
         result.rungs.append(outcome)
         result.findings += findings
     if not npu_ok:
         result.rungs.append(Rung("npugraph_ex rungs", "skipped", f"need an NPU: {why}"))
+    if mine is not None:
+        outcome, findings = run_rung(*mine, model, inputs, again, expected)
+        result.rungs.append(outcome)
+        result.findings += findings
     problems = [f for f in result.findings if f.severity == "problem"]
     warnings = len(result.findings) - len(problems)
     result.verdict = 1 if problems else 0

@@ -53,6 +53,21 @@ class Limits:
             )
         return size
 
+    def refusals(self, prompt_len: int, new_tokens: int, batch: int) -> list[str]:
+        """Every reason a request (a batch of prompts, new tokens) cannot run, each with its fix;
+        none if it can. All of them: a request refused for one reason alone would be refused
+        again, after the fix, for the next."""
+        found = []
+        for check in (
+            lambda: self.check_length(prompt_len, new_tokens),
+            lambda: self.capture_size(batch),
+        ):
+            try:
+                check()
+            except ValueError as error:
+                found.append(str(error))
+        return found
+
     def check_length(self, prompt_len: int, new_tokens: int) -> None:
         """Refuse a prompt plus new tokens that the cache cannot hold."""
         if new_tokens < 1:

@@ -224,7 +224,7 @@ def cache_dir() -> Check:
     folder = Path(project.CACHE_DIR)
     if not folder.exists():
         return Check("cache-dir", "OK", f"{folder}/ not written yet: the first NPU run writes it")
-    paths = [folder, *folder.rglob("*")]
+    paths = [folder, *sorted(folder.rglob("*"))]  # sorted: the first named is the same each run
     size = sum(path.stat().st_size for path in paths if path.is_file())
     uid = getattr(os, "getuid", lambda: None)()
     foreign = [path for path in paths if uid is not None and path.stat().st_uid != uid]
@@ -234,16 +234,23 @@ def cache_dir() -> Check:
         # cache_compile raises on a cache folder it does not own: on an NPU the MRE cannot start.
         from .backend import npu_status
 
-        detail = f"{folder}/ has files owned by another user: {foreign[0]}"
+        detail = f"{folder}/ has files owned by another user: {first_of(foreign)}"
         return Check("cache-dir", "FAIL", detail, fix, blocking=npu_status()[0])
     if loose:
         # cache_compile clears a cache whose files are not mode 0600 and rebuilds it: slow, not fatal.
-        return Check("cache-dir", "WARN", f"{folder}/ has files not mode 0600: {loose[0]}", fix)
+        detail = f"{folder}/ has files not mode 0600: {first_of(loose)}"
+        return Check("cache-dir", "WARN", detail, fix)
     return Check(
         "cache-dir",
         "OK",
         f"{folder}/, {len(paths) - 1} entries, {size / 1e6:.1f} MB, yours, mode 0600",
     )
+
+
+def first_of(paths: list[Path]) -> str:
+    """The first of `paths`, and how many more there are: a cache holds many files."""
+    more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
+    return f"{paths[0]}{more}"
 
 
 def check_model() -> Check:

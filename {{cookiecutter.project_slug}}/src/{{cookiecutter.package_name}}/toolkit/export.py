@@ -319,9 +319,11 @@ def load(name: str, target: str) -> Module:
         else:
             toolkit = is_toolkit(name)
             if not toolkit and (nested := project_imports(node)):
+                lines = ", ".join(str(line) for line in sorted({n.lineno for n in nested}))
+                what = "a project import" if len(nested) == 1 else "project imports"
                 raise BundleError(
-                    f"{path.name}:{nested[0].lineno}: a project import inside a function or block "
-                    "cannot be bundled; move it to the top of the module"
+                    f"{path.name}:{lines}: {what} inside a function or block cannot be bundled; "
+                    f"move {'it' if len(nested) == 1 else 'them'} to the top of the module"
                 )
             if is_docstring(node) and module.definitions:
                 # An attribute docstring belongs to the assignment right above it.
@@ -755,8 +757,9 @@ class Bundler:
                 if attribute == "" and local in definition.needs
             }
             if used:
+                objects = f"object{'s' * (len(used) > 1)} {', '.join(sorted(used))}"
                 raise BundleError(
-                    f"{module.path.name} uses the module object {min(used)}: one file has no "
+                    f"{module.path.name} uses the module {objects}: one file has no "
                     "modules; import the names you use instead (from .module import name)"
                 )
 
@@ -849,7 +852,7 @@ class Bundler:
         if locating and (found := data_files(folder)):
             raise BundleError(
                 f"the exported file cannot carry the data files your modules read: "
-                f"{', '.join(found)} (in {folder}, found at {locating[0]}). Build what they "
+                f"{', '.join(found)} (in {folder}, found at {', '.join(locating)}). Build what they "
                 "hold from the seed instead: random weights from the torch.manual_seed(0) the MRE "
                 "runs before build_model() show a graph-mode bug as well, and small values (a "
                 "config) can be written into model.py"
@@ -1190,7 +1193,10 @@ def judge(file: Run, mre: Run, what: str) -> tuple[int, str]:
         ]
         differ = [str(mismatch) for mismatch in found if mismatch]
     if differ:
-        why = short("\n".join(differ))
+        shown = differ[:ERROR_LINES]
+        if len(differ) > ERROR_LINES:
+            shown.append(f"and {len(differ) - ERROR_LINES} more leaves differ")
+        why = "\n    ".join(shown)
         return 1, f"{why}\n  {what}, run {ISOLATED}, differs from the MRE's output"
     return 0, f"{what} ran {ISOLATED}, and matches the MRE's output"
 

@@ -21,7 +21,8 @@ cache only those heads, and rank 0 prints. Every rank must choose the same token
 
 Exit 0: generated, and graph mode chose the tokens eager chose. 1: they differ (`python -m
 <package> check` compares one step leaf by leaf). 2: the request cannot run (a batch above the
-largest capture size, a prompt plus new tokens longer than MAX_SEQ_LEN).
+largest capture size, a prompt plus new tokens longer than MAX_SEQ_LEN): every reason it cannot
+is a line on stderr.
 
 A decode project's own: the template leaves this file out of forward projects.
 """
@@ -113,9 +114,10 @@ def eager_step(model: torch.nn.Module) -> Step:
 
 
 def prompt_of(batch: int | None, device: str) -> torch.Tensor:
-    """example_inputs()'s prompt, its rows repeated in turn to `batch` sequences if given."""
+    """example_inputs()'s prompt, its rows repeated in turn to `batch` sequences if given (and
+    positive: run() refuses any other batch)."""
     (prompt,) = to_device(example_inputs(), device)
-    if batch is None:
+    if batch is None or batch < 1:
         return prompt
     return prompt[torch.arange(batch, device=device) % prompt.shape[0]]
 
@@ -141,7 +143,9 @@ def run(
     backend = select_backend()
     model, graphs = build(backend, ranks)
     prompt = prompt_of(batch, backend.device if ranks is None else ranks.device)
-    graphs.limits.check_length(prompt.shape[1], new_tokens)
+    requested = prompt.shape[0] if batch is None else batch
+    if refused := graphs.limits.refusals(prompt.shape[1], new_tokens, requested):
+        raise ValueError("\n".join(refused))
     size = graphs.limits.capture_size(prompt.shape[0])
     with torch.no_grad():
         start = save(model)
@@ -237,12 +241,14 @@ def across_ranks(results: list[dict[str, Any]], ranks: Ranks) -> dict[str, Any]:
 
 
 def difference(result: dict[str, Any]) -> str:
-    """What the one line on stderr says when graph mode's tokens differ: from where, and the
-    command that compares one step."""
+    """What the one line on stderr says when graph mode's tokens differ: from where (with tensor
+    parallelism, on which ranks: every one), and the command that compares one step."""
     if "ranks" in result:
-        where = f"rank {result['ranks']['differ'][0]}"
+        ranks = result["ranks"]["differ"]
+        where = f"rank{'s' * (len(ranks) > 1)} {', '.join(map(str, ranks))}"
         if result["first_difference"]:
-            where = f"{result['first_difference']} on rank 0"
+            others = f" ({where} differ)" if ranks != [0] else ""
+            where = f"{result['first_difference']} on rank 0{others}"
         differ = f"graph mode chose other tokens than eager, or than rank 0, from {where}"
     else:
         differ = f"graph mode chose other tokens than eager from {result['first_difference']}"
@@ -250,6 +256,12 @@ def difference(result: dict[str, Any]) -> str:
         f"generate: {differ}: run `python -m {project.PACKAGE} check` to compare one step leaf by "
         "leaf"
     )
+
+
+def refuse(error: Exception) -> None:
+    """Say why the request cannot run on stderr: each reason a line of its own."""
+    for reason in str(error).splitlines():
+        print(f"generate: {reason}", file=sys.stderr)
 
 
 def main(
@@ -282,7 +294,7 @@ def main(
             except (ValueError, ContractError) as error:
                 # Every rank refuses the same request: none waits in a collective for another.
                 if ranks.is_first:
-                    print(f"generate: {error}", file=sys.stderr)
+                    refuse(error)
                 return 2
             result = across_ranks(ranks.gather(result), ranks)
         if not ranks.is_first:
@@ -291,7 +303,7 @@ def main(
         try:
             result = run(arguments.new_tokens, arguments.batch, **asked)
         except (ValueError, ContractError) as error:
-            print(f"generate: {error}", file=sys.stderr)
+            refuse(error)
             return 2
     print(json.dumps(result) if arguments.json else render(result))
     if not result["matches_eager"]:

@@ -263,14 +263,17 @@ class Checker:
                         "functionalization in graph mode needs in-place custom ops to return none"
                     )
         scalar = None
+        late = []
         for argument in schema.arguments.flat_non_out:
             if not argument.type.is_tensor_like():
                 scalar = scalar or argument.name
             elif scalar:
-                warn(
-                    f"Tensor input {argument.name} comes after the scalar {scalar}: put Tensors first"
-                )
-                break
+                late.append(argument.name)
+        if late:
+            inputs = (
+                f"input {late[0]} comes" if len(late) == 1 else f"inputs {', '.join(late)} come"
+            )
+            warn(f"Tensor {inputs} after the scalar {scalar}: put Tensors first")
 
 
 def check(path: Path | Any) -> list[Finding]:

@@ -287,7 +287,7 @@ def rehearse(
             "widen, RowwiseParallel for the one that narrows after them), or drop the entry"
         )
         if project.DECODE and (whole := unsharded_caches(unsharded, start, plan)):
-            shown = ", ".join(whole[:2]) + ", ..." * (len(whole) > 2)
+            shown = ", ".join(whole[:2]) + (f" and {len(whole) - 2} more" if len(whole) > 2 else "")
             fix = (
                 f"the model writes {shown} (its KV cache) with every head, where a rank computes "
                 f"only its share: shard it too, with the plan entry {cache_key(unsharded, whole)}: "
