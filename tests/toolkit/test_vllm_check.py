@@ -236,14 +236,18 @@ def test_the_server_is_stopped_when_the_check_itself_fails(monkeypatch, as_if_vl
 
 LOGS = {
     "an architecture vLLM does not know": (
-        "pydantic_core.ValidationError: 1 validation error for ModelConfig\n  Value error, Model "
-        "architectures ['TinyBlockForCausalLM'] are not supported for now. Supported "
-        "architectures: dict_keys(['AfmoeForCausalLM', ...])",
+        (
+            "pydantic_core.ValidationError: 1 validation error for ModelConfig\n  Value error, Model "
+            "architectures ['TinyBlockForCausalLM'] are not supported for now. Supported "
+            "architectures: dict_keys(['AfmoeForCausalLM', ...])"
+        ),
         "vLLM knows no class for the architecture 'TinyBlockForCausalLM'",
     ),
     "a weight the port has no parameter for": (
-        "ValueError: vllm_model.py has no parameter for the exported weight 'layers.0.upp.weight': "
-        "map the names of build_model()'s state_dict in load_weights()",
+        (
+            "ValueError: vllm_model.py has no parameter for the exported weight 'layers.0.upp.weight': "
+            "map the names of build_model()'s state_dict in load_weights()"
+        ),
         "vllm_model.py has no parameter for the exported weight 'layers.0.upp.weight'",
     ),
     "a parameter no weight filled": (
