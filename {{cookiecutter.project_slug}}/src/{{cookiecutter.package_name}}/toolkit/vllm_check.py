@@ -15,6 +15,10 @@ prompt as token ids, at temperature 0, every new token generated (ignore_eos). W
 - --url URL: a server already running, here or on an Ascend machine, serving this project's
   export; nothing is exported or started.
 
+The reference and the export need the project's own libraries (transformers, ...), and vLLM
+pins its own: `nox -s vllm` writes both in the environment you run the project in (export-hf DIR,
+vllm-check --save-reference FILE), then checks in vLLM's (--model-dir DIR --reference FILE).
+
 Here, on a CPU, vLLM runs the part of the project's settings a CPU takes (serving.cpu_arguments():
 the batch, the length, the dtype, eagerly); export-hf prints the whole command for an Ascend
 machine. vLLM's log goes to a file in the model's folder; a failure is told in one line, the
@@ -402,14 +406,36 @@ def served(exported: Exported, bounds: Limits, tp: int, timeout: float) -> Itera
         stop(server)
 
 
+def save_reference(path: Path, new_tokens: int) -> None:
+    """Write the prompt's rows and the project's greedy tokens to `path`, as JSON."""
+    prompts, wanted = reference(new_tokens, limits())
+    record = {"prompts": prompts, "tokens": wanted.tokens, "seconds": wanted.seconds}
+    path.write_text(json.dumps(record) + "\n")
+
+
+def load_reference(path: Path) -> tuple[list[list[int]], Generated]:
+    """What save_reference() wrote: the prompt's rows and the project's greedy tokens."""
+    try:
+        record = json.loads(path.read_text())
+        return record["prompts"], Generated(record["tokens"], record["seconds"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise VllmCheckError(
+            f"--reference {path} is no reference of --save-reference ({error}); write it again"
+        ) from None
+
+
 def run(arguments: argparse.Namespace) -> dict[str, Any]:
     """The check, as the result --json prints."""
     bounds = limits()
-    prompts, wanted = reference(arguments.new_tokens, bounds)
+    if arguments.reference is None:
+        prompts, wanted = reference(arguments.new_tokens, bounds)
+    else:
+        prompts, wanted = load_reference(arguments.reference)
+    new_tokens = len(wanted.tokens[0])
     tp = arguments.tensor_parallel_size
     if arguments.url:
         how = f"the server at {arguments.url}"
-        got = completions(arguments.url, prompts, arguments.new_tokens)
+        got = completions(arguments.url, prompts, new_tokens)
     else:
         require_vllm()
         cpu_environment()
@@ -425,11 +451,11 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
             if arguments.serve:
                 url = stack.enter_context(served(exported, bounds, tp, arguments.timeout))
                 how = f"vllm serve ({url})"
-                got = completions(url, prompts, arguments.new_tokens)
+                got = completions(url, prompts, new_tokens)
             else:
                 how = "vLLM's offline engine"
-                got = offline(exported, prompts, arguments.new_tokens, bounds, tp)
-    decoded = arguments.new_tokens * len(prompts)
+                got = offline(exported, prompts, new_tokens, bounds, tp)
+    decoded = new_tokens * len(prompts)
     difference = first_difference(got.tokens, wanted.tokens)
     return {
         "vllm": how,
@@ -488,6 +514,20 @@ def parse_args(argv: Sequence[str] | None, prog: str | None) -> argparse.Namespa
         default=SERVER_TIMEOUT,
         help=f"seconds vllm serve may take to come up (default: {SERVER_TIMEOUT:.0f})",
     )
+    reference_file = parser.add_mutually_exclusive_group()
+    reference_file.add_argument(
+        "--save-reference",
+        type=Path,
+        metavar="FILE",
+        help="only write the project's greedy tokens to FILE, for a --reference in vLLM's environment",
+    )
+    reference_file.add_argument(
+        "--reference",
+        type=Path,
+        metavar="FILE",
+        help="compare with the tokens --save-reference wrote (in the project's environment, with "
+        "its libraries) instead of generating them here",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     return parser.parse_args(argv)
 
@@ -496,6 +536,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Run the check and print its result; the exit status."""
     arguments = parse_args(argv, prog)
     try:
+        if arguments.save_reference:
+            save_reference(arguments.save_reference, arguments.new_tokens)
+            return 0
         result = run(arguments)
     except (VllmCheckError, ExportError, ContractError, ValueError) as error:
         print(f"vllm-check: {error}", file=sys.stderr)
