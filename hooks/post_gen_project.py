@@ -36,6 +36,7 @@ REMOVE_WHEN = {
         "src/{package}/toolkit/generation.py",
         "src/{package}/toolkit/serving.py",
         "src/{package}/toolkit/vllm_check.py",
+        "tests/test_export_hf.py",
         "tests/test_generate.py",
     ],
     ("parallel", "none"): [

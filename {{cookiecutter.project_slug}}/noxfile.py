@@ -135,6 +135,7 @@ def vllm(session: nox.Session) -> None:
     # The export and the reference tokens come from the environment you run the project in, with
     # your libraries (a transformers model's code changes between releases; vLLM pins its own).
     folder = Path(session.create_tmp()) / "export"
+    shutil.rmtree(folder, ignore_errors=True)  # nothing of an earlier export stays
     reference = folder / "reference.json"
     for command in (["export-hf", folder], ["vllm-check", "--save-reference", reference]):
         arguments = [PYTHON, "-m", PACKAGE, *map(str, command)]

@@ -145,13 +145,20 @@ class {{ cookiecutter.model_class }}ForCausalLM(nn.Module):
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         """Each exported weight into its parameter: q_proj, k_proj and v_proj into their parts of
         qkv_proj, the others under their own names. The names of the parameters loaded."""
-        parts = {".q_proj.": "q", ".k_proj.": "k", ".v_proj.": "v"}
+        # (the port's parameter, the exported name, its part), as llama.py's stacked_params_mapping.
+        stacked = [
+            (".qkv_proj.", ".q_proj.", "q"),
+            (".qkv_proj.", ".k_proj.", "k"),
+            (".qkv_proj.", ".v_proj.", "v"),
+        ]
         parameters = dict(self.named_parameters())
         loaded = set()
         for name, weight in weights:
-            part = next((part for key, part in parts.items() if key in name), None)
-            if part is not None:
-                name = name.replace(f".{part}_proj.", ".qkv_proj.")
+            part = None
+            for parameter_name, weight_name, stacked_part in stacked:
+                if weight_name in name:
+                    name, part = name.replace(weight_name, parameter_name), stacked_part
+                    break
             if name not in parameters:
                 raise ValueError(
                     f"vllm_model.py has no parameter for the exported weight {name!r}: map the "
