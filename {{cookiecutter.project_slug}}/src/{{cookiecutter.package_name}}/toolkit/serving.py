@@ -90,7 +90,7 @@ def translation(
             (
                 "one graph per size, decode steps only, as this project captures them; vLLM counts "
                 "a size in tokens, one per sequence in a decode step, and pads a batch up to the "
-                "next size (vllm-ascend captures with ACLGraph, vllm_ascend/compilation/acl_graph.py)"
+                "next size (vllm-ascend captures it with ACLGraph, compilation/acl_graph.py)"
             ),
         ),
         Setting(
@@ -110,7 +110,7 @@ def translation(
             f"the model's dtype, {str(dtype).removeprefix('torch.')}",
             f"--dtype {str(dtype).removeprefix('torch.')}",
             f"vLLM {VLLM} vllm/config/model.py, ModelConfig.dtype",
-            "the weights' dtype, as the project runs them (vLLM's `auto` would run float32 in half)",
+            "the weights' dtype, as the project runs them (`auto` would run float32 in half)",
         ),
     ]
     if tensor_parallel_size is not None:
@@ -152,7 +152,7 @@ def no_equivalent() -> list[Setting]:
             None,
             "the request",
             (
-                "a request brings its own prompt and sampling parameters (temperature, top_p, ...); "
+                "a request brings its own prompt and sampling parameters (temperature, ...); "
                 "vllm-check compares greedy tokens, exactly"
             ),
         ),

@@ -1,6 +1,6 @@
 """vllm-check: does vLLM, given this project's weights, generate this project's greedy tokens?
 
-    python -m <package> vllm-check [--serve | --url URL] [--model-dir DIR] [--new-tokens N]
+    python -m <package> vllm-check [--offline | --serve | --url URL] [--model-dir DIR] [...]
 
 The reference is the project's own greedy generation, run eagerly: like the MRE it seeds
 torch.manual_seed(0), then calls build_model(), then example_inputs() (the prompt); prefill, then
@@ -141,7 +141,7 @@ def tail(log: str, lines: int = TAIL) -> str:
 
 
 def reference(new_tokens: int, bounds: Limits) -> tuple[list[list[int]], Generated]:
-    """The prompt's rows and the project's own greedy tokens for them, eagerly, seeded as the MRE."""
+    """The prompt's rows and the project's own greedy tokens for them: eager, seeded as the MRE."""
     from ..model import build_model, example_inputs
 
     torch.manual_seed(0)
@@ -495,6 +495,11 @@ def render(result: dict[str, Any]) -> str:
 def parse_args(argv: Sequence[str] | None, prog: str | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
     where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--offline",
+        action="store_true",
+        help="vLLM's offline engine, in this process (the default)",
+    )
     where.add_argument(
         "--serve", action="store_true", help="start `vllm serve` on 127.0.0.1 and ask it"
     )
