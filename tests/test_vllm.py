@@ -83,6 +83,17 @@ def test_the_sample_in_vllms_offline_engine_generates_the_projects_greedy_tokens
     assert "verdict     the project's greedy tokens" in run.stdout
 
 
+def test_a_tensor_parallel_project_serves_its_greedy_tokens_on_two_ranks(envdir, tmp_path):
+    """A tensor-parallel decode project: its printed command asks for 2 ranks, and `vllm serve
+    --tensor-parallel-size 2` (vLLM's CPU build, each rank bound to a core of its own) splits
+    the port's heads and gives the project's greedy tokens."""
+    project = bake(tmp_path / "bake", **HEADS_OF_64, parallel="tensor_parallel")
+    run = nox_vllm(project, envdir, "--serve", "--tensor-parallel-size", "2")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "--tensor-parallel-size 2 \\" in run.stdout
+    assert "verdict     the project's greedy tokens" in run.stdout
+
+
 def test_the_readme_llama_generates_its_greedy_tokens_in_vllms_own_llama(envdir, tmp_path):
     """The README's transformers Llama behind a StaticCache: saved with save_pretrained, served
     by vLLM's LlamaForCausalLM with no port, the project's greedy tokens back."""

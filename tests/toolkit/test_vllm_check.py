@@ -258,6 +258,12 @@ LOGS = {
         "RuntimeError: Unsupported CPU attention configuration: head_dim=16",
         "refuses heads of 16 features",
     ),
+    "an engine that failed: the root cause, not vLLM's pointer to it": (
+        "AssertionError: Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers.\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {}",
+        "AssertionError: Not enough allowed NUMA nodes",
+    ),
     "anything else: its last error line": (
         "INFO starting\nKeyError: 'first'\nRuntimeError: Engine core initialization failed. See root",
         "RuntimeError: Engine core initialization failed. See root",
@@ -283,3 +289,23 @@ def test_the_server_command_serves_the_export_on_loopback_with_the_cpu_settings(
     assert command[command.index("--max-num-seqs") + 1] == str(limits().max_batch)
     assert command[command.index("--dtype") + 1] == "float32"
     assert "--skip-tokenizer-init" in command
+
+
+def test_tensor_parallel_on_a_cpu_binds_each_rank_to_cores_of_its_own(monkeypatch):
+    """vLLM's CPU build binds each rank to a NUMA node of its own unless told: two ranks on a
+    one-node machine get half its cores each, and a binding of the user's stays."""
+    monkeypatch.setattr(vllm_check.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    vllm_check.cpu_environment(2)
+    assert vllm_check.os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "0,1|2,3"
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "3|2")
+    vllm_check.cpu_environment(2)
+    assert vllm_check.os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "3|2"
+
+
+def test_more_ranks_than_cores_are_refused(monkeypatch):
+    """A rank needs a core: two ranks on one core are refused, naming how many it may use."""
+    monkeypatch.setattr(vllm_check.os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    with pytest.raises(vllm_check.VllmCheckError, match="ask for at most 1 ranks"):
+        vllm_check.cpu_environment(2)

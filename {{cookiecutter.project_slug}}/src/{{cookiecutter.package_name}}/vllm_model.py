@@ -39,18 +39,21 @@ from vllm.model_executor.layers.vocab_parallel_embedding import (
 )
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 
-from .model import hf_config
-
-ARCHITECTURE = hf_config()["architectures"][0]
-"""config.json's architecture, which names the class below."""
-
 
 def register() -> None:
-    """Tell vLLM which class serves ARCHITECTURE, unless vLLM serves that name already."""
+    """Tell vLLM which class of this file serves the architecture hf_config() in model.py names,
+    unless vLLM serves that name already. A model.py without hf_config() (a transformers model,
+    which vLLM runs itself) registers nothing."""
     from vllm import ModelRegistry
 
-    if ARCHITECTURE not in ModelRegistry.get_supported_archs():
-        ModelRegistry.register_model(ARCHITECTURE, f"{__name__}:{ARCHITECTURE}")
+    from . import model
+
+    if not hasattr(model, "hf_config"):
+        return
+    architecture = model.hf_config()["architectures"][0]
+    if architecture not in ModelRegistry.get_supported_archs():
+        # The class of that name below: `module:Class`, which vLLM imports where it runs it.
+        ModelRegistry.register_model(architecture, f"{__name__}:{architecture}")
 
 
 class Block(nn.Module):

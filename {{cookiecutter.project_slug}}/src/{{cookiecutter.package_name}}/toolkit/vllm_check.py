@@ -129,7 +129,8 @@ def cause(log: str) -> str | None:
     for pattern, meaning in CAUSES:
         if found := re.search(pattern, log):
             return meaning.format(*found.groups())
-    errors = ERROR_LINE.findall(log)
+    # vLLM's own "see the root cause above" comes last: the cause is the error before it.
+    errors = [error for error in ERROR_LINE.findall(log) if "root cause" not in error[1]]
     if errors:
         name, message = errors[-1]
         return f"{name.rpartition('.')[2]}: {message.strip()[:300]}"
@@ -230,9 +231,22 @@ def output_to(log: Path) -> Iterator[None]:
         os.close(saved[1])
 
 
-def cpu_environment() -> None:
-    """vLLM's CPU build reserves most of the machine's memory for its KV cache unless told."""
+def cpu_environment(tensor_parallel_size: int) -> None:
+    """What vLLM's CPU build needs told: a KV cache of 1 GiB, where it would reserve most of the
+    machine's memory; and with tensor parallelism, each rank's cores, where it would bind each
+    rank to a NUMA node of its own ("Not enough allowed NUMA nodes") on a one-node machine."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    if tensor_parallel_size == 1 or "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < tensor_parallel_size:
+        raise VllmCheckError(
+            f"--tensor-parallel-size {tensor_parallel_size} on a CPU needs a core per rank, and "
+            f"this process may use {len(cores)}: ask for at most {len(cores)} ranks"
+        )
+    share = len(cores) // tensor_parallel_size
+    ranks = [cores[rank * share : (rank + 1) * share] for rank in range(tensor_parallel_size)]
+    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(",".join(map(str, r)) for r in ranks)
 
 
 def offline(
@@ -240,6 +254,7 @@ def offline(
 ) -> Generated:
     """vLLM's offline engine on the export: each sequence's new tokens, greedy."""
     log = exported.directory / LOG
+    log.write_text("")  # the causes read from it are this run's
     with output_to(log):
         try:
             from vllm import LLM, SamplingParams
@@ -438,7 +453,6 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
         got = completions(arguments.url, prompts, new_tokens)
     else:
         require_vllm()
-        cpu_environment()
         with contextlib.ExitStack() as stack:
             directory = arguments.model_dir
             if directory is None or not (directory / "config.json").exists():
@@ -447,7 +461,10 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
                 exported = export(directory)
             else:
                 exported = exported_in(directory)
-            check_head_size(exported, cpu_head_sizes())
+            sizes = cpu_head_sizes()
+            check_head_size(exported, sizes)
+            if sizes is not None:
+                cpu_environment(tp)
             if arguments.serve:
                 url = stack.enter_context(served(exported, bounds, tp, arguments.timeout))
                 how = f"vllm serve ({url})"
