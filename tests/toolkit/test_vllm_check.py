@@ -259,9 +259,11 @@ LOGS = {
         "refuses heads of 16 features",
     ),
     "an engine that failed: the root cause, not vLLM's pointer to it": (
-        "AssertionError: Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers.\n"
-        "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
-        "proc(s): {}",
+        (
+            "AssertionError: Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers.\n"
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+            "proc(s): {}"
+        ),
         "AssertionError: Not enough allowed NUMA nodes",
     ),
     "anything else: its last error line": (
