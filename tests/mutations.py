@@ -1479,6 +1479,20 @@ MUTATIONS = (
         "tests/toolkit/test_vllm_check.py -k check_itself_fails",
     ),
     Mutation(
+        "vllm-check binds every rank of a CPU run to every core",
+        f"{TOOLKIT}/vllm_check.py",
+        "    ranks = [cores[rank * share : (rank + 1) * share] for rank in range(tensor_parallel_size)]",
+        "    ranks = [cores for rank in range(tensor_parallel_size)]",
+        "tests/toolkit/test_vllm_check.py -k cores_of_its_own",
+    ),
+    Mutation(
+        "vllm-check tells vLLM's pointer to the root cause instead of the cause",
+        f"{TOOLKIT}/vllm_check.py",
+        'if "root cause" not in error[1]]',
+        'if "root cause" not in error[0]]',
+        "tests/toolkit/test_vllm_check.py -k 'cause and pointer'",
+    ),
+    Mutation(
         "vllm-check reads no cause from a port's unfilled parameters",
         f"{TOOLKIT}/vllm_check.py",
         '        r"Following weights were not initialized from checkpoint: (\\{.*?\\})",',
