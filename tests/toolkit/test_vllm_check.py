@@ -5,6 +5,7 @@ import contextlib
 import http.server
 import io
 import json
+import shutil
 import sys
 import threading
 from collections.abc import Iterator
@@ -216,6 +217,29 @@ def test_a_server_that_fails_is_told_by_its_cause(monkeypatch, as_if_vllm, tmp_p
     assert "{'layers.0.up.weight'} got no exported weight" in told
     assert len(told.splitlines()) == 1
     assert str(tmp_path / vllm_check.LOG) in told
+
+
+def test_a_failure_keeps_the_log_it_names_and_a_pass_leaves_no_folder(monkeypatch, as_if_vllm):
+    """Without --model-dir the export goes to a temporary folder: kept when the message names
+    vLLM's log in it, removed when the check passed."""
+    fake_vllm_serve(monkeypatch, "import sys; print('ValueError: no weights'); sys.exit(1)")
+    code, _, told = check("--serve")
+    assert code == 2
+    log = Path(told.rsplit("(its log: ", 1)[1].split(")")[0])
+    assert "ValueError: no weights" in log.read_text()
+    shutil.rmtree(log.parent)
+
+    folders = []
+    _, tokens = reference()
+
+    def tokens_of(exported, *arguments):
+        folders.append(exported.directory)
+        return vllm_check.Generated(tokens, 1.0)
+
+    monkeypatch.setattr(vllm_check, "offline", tokens_of)
+    assert check()[0] == 0
+    (folder,) = folders
+    assert not folder.exists()
 
 
 def test_the_server_is_stopped_when_the_check_itself_fails(monkeypatch, as_if_vllm, tmp_path):

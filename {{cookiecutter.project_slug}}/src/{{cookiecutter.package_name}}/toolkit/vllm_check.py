@@ -41,6 +41,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -439,6 +440,28 @@ def load_reference(path: Path) -> tuple[list[list[int]], Generated]:
         ) from None
 
 
+def in_vllm(
+    arguments: argparse.Namespace,
+    directory: Path,
+    bounds: Limits,
+    prompts: list[list[int]],
+    new_tokens: int,
+) -> tuple[str, Generated]:
+    """Where vLLM ran, and its tokens: the export in `directory` (written there unless it holds
+    one) served by `vllm serve` (--serve) or vLLM's offline engine."""
+    written = (directory / "config.json").exists()
+    exported = exported_in(directory) if written else export(directory)
+    sizes = cpu_head_sizes()
+    check_head_size(exported, sizes)
+    tp = arguments.tensor_parallel_size
+    if sizes is not None:
+        cpu_environment(tp)
+    if not arguments.serve:
+        return "vLLM's offline engine", offline(exported, prompts, new_tokens, bounds, tp)
+    with served(exported, bounds, tp, arguments.timeout) as url:
+        return f"vllm serve ({url})", completions(url, prompts, new_tokens)
+
+
 def run(arguments: argparse.Namespace) -> dict[str, Any]:
     """The check, as the result --json prints."""
     bounds = limits()
@@ -447,31 +470,25 @@ def run(arguments: argparse.Namespace) -> dict[str, Any]:
     else:
         prompts, wanted = load_reference(arguments.reference)
     new_tokens = len(wanted.tokens[0])
-    tp = arguments.tensor_parallel_size
     if arguments.url:
         how = f"the server at {arguments.url}"
         got = completions(arguments.url, prompts, new_tokens)
     else:
         require_vllm()
-        with contextlib.ExitStack() as stack:
-            directory = arguments.model_dir
-            if directory is None or not (directory / "config.json").exists():
-                if directory is None:
-                    directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-                exported = export(directory)
-            else:
-                exported = exported_in(directory)
-            sizes = cpu_head_sizes()
-            check_head_size(exported, sizes)
-            if sizes is not None:
-                cpu_environment(tp)
-            if arguments.serve:
-                url = stack.enter_context(served(exported, bounds, tp, arguments.timeout))
-                how = f"vllm serve ({url})"
-                got = completions(url, prompts, new_tokens)
-            else:
-                how = "vLLM's offline engine"
-                got = offline(exported, prompts, new_tokens, bounds, tp)
+        temporary = arguments.model_dir is None
+        directory = (
+            Path(tempfile.mkdtemp(prefix="vllm-check-")) if temporary else arguments.model_dir
+        )
+        keep = not temporary
+        try:
+            how, got = in_vllm(arguments, directory, bounds, prompts, new_tokens)
+        except VllmCheckError as error:
+            # A message that names vLLM's log keeps the folder that holds it.
+            keep = str(directory) in str(error)
+            raise
+        finally:
+            if not keep:
+                shutil.rmtree(directory, ignore_errors=True)
     decoded = new_tokens * len(prompts)
     difference = first_difference(got.tokens, wanted.tokens)
     return {
