@@ -30,8 +30,13 @@ REMOVE_WHEN = {
     ("op_registration", "op_plugin"): TORCH_LIBRARY_FILES,
     ("workload", "forward"): [
         "src/{package}/generate.py",
+        "src/{package}/vllm_model.py",
         "src/{package}/toolkit/decode.py",
+        "src/{package}/toolkit/export_hf.py",
         "src/{package}/toolkit/generation.py",
+        "src/{package}/toolkit/serving.py",
+        "src/{package}/toolkit/vllm_check.py",
+        "tests/test_export_hf.py",
         "tests/test_generate.py",
     ],
     ("parallel", "none"): [

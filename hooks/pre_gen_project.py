@@ -45,7 +45,7 @@ GENERATED_NAMES = frozenset(
     | {"parallel_plan", "ColwiseParallel", "RowwiseParallel", "ParallelStyle"}
     # workload=decode's sample
     | {"PROMPT_SHAPE", "HIDDEN", "LAYERS", "VOCAB", "MAX_BATCH", "MAX_SEQ_LEN", "CAPTURE_SIZES"}
-    | {"KVCache", "Block", "rotate", "KVCacheParallel"}
+    | {"KVCache", "Block", "rotate", "KVCacheParallel", "hf_config"}
 )
 # The ranks the generated tests of a tensor-parallel project run: the sample's heads split over them.
 TEST_RANKS = 2

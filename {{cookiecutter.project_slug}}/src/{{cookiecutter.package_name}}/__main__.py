@@ -31,6 +31,14 @@ COMMANDS = {
         "generate",
         "your loop (generate.py): eager prefill, then the decode step in graph mode",
     ),
+    "export-hf": (
+        "toolkit.export_hf",
+        "your model as a Hugging Face folder for vLLM, and the vllm serve command for an NPU",
+    ),
+    "vllm-check": (
+        "toolkit.vllm_check",
+        "does vLLM, given your weights, generate your greedy tokens?",
+    ),
 {%- endif %}
 {%- if op_plugin %}
     "opschema": (

@@ -187,6 +187,28 @@ def build_model() -> nn.Module:
 def example_inputs() -> tuple[torch.Tensor]:
     """(prompt,): token ids (batch, prompt length), on the CPU, where generation starts."""
     return (torch.randint(0, VOCAB, PROMPT_SHAPE),)
+
+
+def hf_config() -> dict:
+    """config.json of `python -m {{ cookiecutter.package_name }} export-hf`: the architecture that vllm_model.py
+    registers with vLLM, and the sizes its port reads (README, section 'Serving with vLLM')."""
+    return {
+        "architectures": ["{{ cookiecutter.model_class }}ForCausalLM"],
+        # An existing model_type, so that transformers' AutoConfig, which vLLM calls, reads the file.
+        "model_type": "llama",
+        "vocab_size": VOCAB,
+        "hidden_size": HIDDEN,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": HEADS,
+        "num_hidden_layers": LAYERS,
+        "intermediate_size": 4 * HIDDEN,
+        "max_position_embeddings": MAX_SEQ_LEN,
+        # nn.RMSNorm's eps when none is given: the float32 rounding step.
+        "rms_norm_eps": torch.finfo(torch.float32).eps,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        "tie_word_embeddings": False,
+        "dtype": "float32",
+    }
 {%- if tp %}
 
 
