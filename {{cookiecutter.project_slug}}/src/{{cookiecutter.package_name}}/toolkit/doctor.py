@@ -247,10 +247,14 @@ def cache_dir() -> Check:
 
 
 def check_model() -> Check:
-    """build_model() and example_inputs() run and keep the contract: else nothing can run."""
+    """build_model() and example_inputs() run and keep the contract, and the model runs eagerly
+    as the MRE runs it (rehearsal.py): else nothing can run."""
     import torch
 
+    from .backend import npu_status
     from .contract import ContractError, constant_inputs, constant_note, describe_tree, to_device
+    from .rehearsal import rehearse
+    from .state import StateOutOfSight
 
     fix = "fix model.py: README, section 'Your own model'"
     try:
@@ -268,9 +272,26 @@ def check_model() -> Check:
         detail = f"build_model() returned {type(model).__name__}, not a torch.nn.Module"
         return Check("model", "FAIL", detail, fix, blocking=True)
     detail = f"build_model() gives {type(model).__name__}, example_inputs() {describe_tree(inputs)}"
-    if constants := constant_inputs(inputs):
-        # Graph mode runs, so a WARN, not a FAIL: but new values recompile, then fail.
-        notes = [constant_note(path, value) for path, value in constants]
+    notes = [constant_note(path, value) for path, value in constant_inputs(inputs)]
+    device = "npu" if npu_status()[0] else "cpu"
+    try:
+        # On the MRE's device: a model that only builds is not a model that runs.
+        rehearse(model.to(device).eval(), to_device(inputs, device))
+    except StateOutOfSight as error:
+        # The MRE runs it, so a WARN: but every tool that compares it with graph mode refuses it.
+        refusal = (
+            "it runs eagerly, but the tools that compare it with graph mode refuse it: "
+            + "; ".join(error.found),
+            error.fix,
+        )
+        notes.insert(0, refusal)
+    except Exception as error:  # noqa: BLE001  (EagerFailure, or whatever the rehearsal raised)
+        return Check("model", "FAIL", f"{detail}; but {error}".splitlines()[0], fix, blocking=True)
+    else:
+        ran = "the prompt's prefill and one decode step run" if project.DECODE else "one step runs"
+        detail += f"; {ran} eagerly on {device}"
+    if notes:
+        # The MRE runs, so a WARN, not a FAIL: but new constant values recompile, then fail.
         detail += "; " + "; ".join(what for what, _ in notes)
         return Check("model", "WARN", detail, "; ".join(fix for _, fix in notes))
     return Check("model", "OK", detail)

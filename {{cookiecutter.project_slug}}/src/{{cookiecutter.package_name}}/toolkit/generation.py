@@ -21,7 +21,8 @@ cache only those heads, and rank 0 prints. Every rank must choose the same token
 
 Exit 0: generated, and graph mode chose the tokens eager chose. 1: they differ (`python -m
 <package> check` compares one step leaf by leaf). 2: the request cannot run (a batch above the
-largest capture size, a prompt plus new tokens longer than MAX_SEQ_LEN).
+largest capture size, a prompt plus new tokens longer than MAX_SEQ_LEN), or the model cannot: it
+fails eagerly, or keeps state that the tools cannot save and put back (rehearsal.py).
 
 A decode project's own: the template leaves this file out of forward projects.
 """
@@ -42,6 +43,7 @@ from . import project
 from .backend import select_backend
 from .contract import ContractError, to_device
 from .decode import DecodeGraphs, Step, limits, logits_of
+from .rehearsal import rehearse
 from .report import synchronize
 from .state import restore, save
 
@@ -84,6 +86,11 @@ def build(backend: Backend, ranks: Ranks | None = None) -> tuple[torch.nn.Module
 
         device = ranks.device
         model = ranks.shard(build_model().to(device).eval(), parallel_plan(ranks.size))
+    # Before anything compiles, the MRE's eager calls on the prompt: refuse a model that fails
+    # eagerly, or keeps state out of sight. The random generator stays as build_model() left it,
+    # for the caller's example_inputs().
+    with torch.random.fork_rng(devices=[]):
+        rehearse(model, to_device(example_inputs(), device))
     bounds = limits()
     if project.CACHE_COMPILE:
         from .compile_cache import cached_steps
