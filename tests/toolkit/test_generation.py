@@ -572,11 +572,12 @@ def test_the_report_says_what_warm_up_captured(json_result):
 
 
 class Lookup(torch.nn.Module):
-    """A decode model quick to compile: each token's logits are its row of a table."""
+    """A decode model quick to compile: each token's logits are its row of a table (a row for
+    each id of the sample's vocabulary, which its prompt draws from)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.table = torch.nn.Parameter(torch.randn(10, 10))
+        self.table = torch.nn.Parameter(torch.randn(model.VOCAB, 10))
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
         return self.table[tokens]

@@ -86,12 +86,15 @@ def build(backend: Backend, ranks: Ranks | None = None) -> tuple[torch.nn.Module
 
         device = ranks.device
         model = ranks.shard(build_model().to(device).eval(), parallel_plan(ranks.size))
-    # Before anything compiles, the MRE's eager calls on the prompt: refuse a model that fails
-    # eagerly, or keeps state out of sight. The random generator stays as build_model() left it,
-    # for the caller's example_inputs().
-    with torch.random.fork_rng(devices=[]):
-        rehearse(model, to_device(example_inputs(), device))
     bounds = limits()
+    # The random generator as build_model() left it, for the caller's example_inputs().
+    with torch.random.fork_rng(devices=[]):
+        (prompt,) = to_device(example_inputs(), device)
+    # Before anything compiles, the MRE's eager calls on the prompt: refuse a model that fails
+    # eagerly, or keeps state out of sight. A prompt the cache cannot hold, the callers refuse
+    # in their own words.
+    if prompt.shape[0] <= bounds.max_batch and prompt.shape[1] < bounds.max_seq_len:
+        rehearse(model, (prompt,))
     if project.CACHE_COMPILE:
         from .compile_cache import cached_steps
 
