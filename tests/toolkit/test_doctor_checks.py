@@ -459,8 +459,7 @@ def test_a_model_that_keeps_the_contract_is_named_with_its_inputs(own_model):
     saying that one step ran eagerly, where."""
     own_model(lambda: nn.Linear(4, 2), lambda: (torch.ones(3, 4),))
     detail = (
-        "build_model() gives Linear, example_inputs() [0] (3, 4) float32 on cpu; one step runs "
-        "eagerly on cpu"
+        "build_model() gives Linear, example_inputs() [0] (3, 4) float32 on cpu; one step runs eagerly on cpu"
     )
     assert doctor.check_model() == Check("model", "OK", detail)
 
