@@ -149,10 +149,15 @@ def run(
     """Run `loop` greedily, eagerly then in graph mode, then in graph mode with `sample`, each
     from the same prompt and starting state (with tensor parallelism, as this rank of `ranks`)."""
     backend = select_backend()
+    # The request first: one the cache cannot hold is refused before a model is built. Only the
+    # prompt's shape counts here; its tokens are drawn after build_model(), as the MRE draws them.
+    with torch.random.fork_rng(devices=[]):
+        shape = prompt_of(batch, "cpu").shape
+    bounds = limits()
+    bounds.check_length(shape[1], new_tokens)
+    size = bounds.capture_size(shape[0])
     model, graphs = build(backend, ranks)
     prompt = prompt_of(batch, backend.device if ranks is None else ranks.device)
-    graphs.limits.check_length(prompt.shape[1], new_tokens)
-    size = graphs.limits.capture_size(prompt.shape[0])
     with torch.no_grad():
         start = save(model)
         warmup = graphs.warm_up()
