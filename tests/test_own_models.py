@@ -310,7 +310,47 @@ def test_every_tool_refuses_a_model_it_cannot_judge_in_its_words(case, tmp_path)
     suite = run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert suite.returncode == 1
     assert named in suite.stdout
+    # Each test of a tool says the tool's words. Where the MRE fails (a model that fails
+    # eagerly), the tests that need its output skip: test_mre.py names the failure once.
+    shown = ["generate refuses your model:", "generate exits 2 on your model:"]
+    if doctor == "FAIL":
+        shown.append("the doctor on your model:\nFAIL model: ")
+    else:
+        shown += [f"{tool} exits 2 on your model:" for tool in ("check", "bench", "profile")]
+    assert [words for words in shown if words not in suite.stdout] == [], suite.stdout
     assert not re.search(r"assert [12] == 0", suite.stdout), suite.stdout
+
+
+COUNTS_CALLS = """
+
+_build_model = build_model
+
+
+def build_model():
+    \"\"\"The sample, counting its calls in a Python int: state the tools cannot save.\"\"\"
+    model = _build_model()
+    model.calls = 0
+    model.register_forward_pre_hook(lambda module, inputs: setattr(module, "calls", module.calls + 1))
+    return model
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.full
+def test_two_ranks_fail_in_the_words_of_the_tool_that_refused(tmp_path):
+    """Under torchrun too: a model the tools refuse fails the project's two-rank tests of bench,
+    profile and generate with each rank's exit status and rank 0's refusal."""
+    project = bake(tmp_path / "bake", workload="decode", parallel="tensor_parallel")
+    model = project / "src" / package_of(project) / "model.py"
+    model.write_text(model.read_text() + COUNTS_CALLS)
+
+    selected = "torchrun or two_ranks_generate"
+    suite = run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", selected)
+    assert suite.returncode == 1
+    for tool in ("bench", "profile", "generate"):
+        refusal = f"{tool} under torchrun:\nrank 0 exits 2: {tool}: the model keeps state"
+        assert refusal in suite.stdout, suite.stdout
+    assert "calls went from 0 to 1 during the first call" in suite.stdout
 
 
 @pytest.mark.slow

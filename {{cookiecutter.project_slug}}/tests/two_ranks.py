@@ -121,7 +121,7 @@ def bench() -> int:
 
 def generate() -> dict[str, Any]:
     """`generate --json`'s exit status, and the state its model ends with: this rank's KV cache
-    after graph-mode generation."""
+    after graph-mode generation (None if generate refused the model)."""
     from {{ cookiecutter.package_name }}.__main__ import main
     from {{ cookiecutter.package_name }}.toolkit import generation
     from {{ cookiecutter.package_name }}.toolkit.state import save
@@ -137,7 +137,8 @@ def generate() -> dict[str, Any]:
         code = main(GENERATE)
     finally:
         generation.build = build
-    return {"code": code, "state": save(built[0][0])}
+    # No state where generate refused the model before it was built.
+    return {"code": code, "state": save(built[0][0]) if built else None}
 {%- endif %}
 
 
