@@ -27,7 +27,7 @@ def cache_config(config):
     if window is None:
         return config
     if window < MAX_SEQ_LEN:
-        raise ValueError(f"MAX_SEQ_LEN = {MAX_SEQ_LEN} does not fit in the sliding window, {window}")
+        raise ValueError(f"MAX_SEQ_LEN = {MAX_SEQ_LEN} exceeds the sliding window, {window}")
     full = copy.deepcopy(config)
     full.sliding_window = None
     if getattr(config, "layer_types", None):

@@ -93,7 +93,9 @@ def test_each_ranks_cache_holds_only_its_share_of_the_heads(two_ranks, one_devic
     for rank in range(two_ranks.size):
         state = two_ranks.results[rank]["generate"]["value"]["state"]
         if state is None:
-            pytest.skip("generate refused your model: test_two_ranks_generate_one_devices_tokens says why")
+            pytest.skip(
+                "generate refused your model: see test_two_ranks_generate_one_devices_tokens"
+            )
         for path, style in sharded.items():
             heads = whole[path].shape[style.dim] // two_ranks.size
             assert state[path].shape[style.dim] == heads, f"rank {rank}: {path}"
