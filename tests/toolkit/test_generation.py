@@ -348,6 +348,23 @@ def test_capture_sizes_beyond_the_cache_are_refused_with_exit_2(name, monkeypatc
     assert f"more than MAX_BATCH = {own.MAX_BATCH}" in told
 
 
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        (("--new-tokens", "1000"), "more than MAX_SEQ_LEN"),
+        (("--batch", "1000"), "more than the largest capture size"),
+    ],
+)
+def test_a_request_the_cache_cannot_hold_is_refused_before_a_model_is_built(monkeypatch, arguments, words):
+    """A request beyond the cache is refused in its own words, whatever the model: no model is
+    built (nor rehearsed) for it."""
+    monkeypatch.setattr(generation, "build", lambda *built: pytest.fail("built a model for it"))
+    code, printed, told = generate_command("decode_project", *arguments)
+    assert (code, printed) == (2, "")
+    (line,) = told.splitlines()
+    assert words in line
+
+
 def test_help_names_every_option_with_its_default(help_of):
     """`generate --help` gives the usage under the command's name, what generate does, and each
     option with what it does and its default."""
