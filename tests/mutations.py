@@ -531,11 +531,11 @@ MUTATIONS = (
         "tests/test_own_models.py -k fails_once",
     ),
     Mutation(
-        "doctor exits 1 on a simulated capturing SoC",
+        "doctor exits 1 where graph mode runs",
         f"{TOOLKIT}/doctor.py",
         '        return 0, "the MRE runs in graph mode (npugraph_ex) here"',
         '        return 1, "the MRE runs in graph mode (npugraph_ex) here"',
-        "tests/test_simulated_npu.py -k capturing_soc_doctor",
+        "tests/toolkit/test_doctor_checks.py -k exit_0_whatever_warnings",
     ),
     Mutation(
         "pre-gen hook accepts a non-ASCII email domain",
@@ -926,6 +926,14 @@ MUTATIONS = (
         "        rehearse(model.to(device).eval(), to_device(inputs, device))",
         "        pass",
         "tests/toolkit/test_doctor_checks.py -k only_builds",
+        None,
+    ),
+    Mutation(
+        "the doctor runs the model on the CPU where the MRE runs on the NPU",
+        f"{TOOLKIT}/doctor.py",
+        '    device = "npu" if npu_status()[0] else "cpu"',
+        '    device = "cpu"',
+        "tests/test_simulated_npu.py -k capturing_soc_doctor",
         None,
     ),
     Mutation(

@@ -285,8 +285,11 @@ def check_model() -> Check:
             error.fix,
         )
         notes.insert(0, refusal)
-    except Exception as error:  # noqa: BLE001  (EagerFailure, or whatever the rehearsal raised)
+    except ContractError as error:  # EagerFailure, or the decode contract broken
         return Check("model", "FAIL", f"{detail}; but {error}".splitlines()[0], fix, blocking=True)
+    except Exception as error:  # noqa: BLE001  (moving it to the device may fail too)
+        what = f"{detail}; but it cannot run on {device}: {type(error).__name__}: {error}"
+        return Check("model", "FAIL", what.splitlines()[0], fix, blocking=True)
     else:
         ran = "the prompt's prefill and one decode step run" if project.DECODE else "one step runs"
         detail += f"; {ran} eagerly on {device}"
