@@ -5,8 +5,9 @@
 
 --nproc-per-node is the torchrun option you will run the MRE with (default: $LOCAL_WORLD_SIZE,
 else 1): the ranks check wants an NPU per rank, the plan check that parallel_plan() splits
-build_model() across that many ranks. A decode project's doctor also checks the decode contract,
-a cache_compile project's the cache folder.
+build_model() across that many ranks. The model line runs your model eagerly where the MRE would
+(rehearsal.py): a model that only builds is not one that runs. A decode project's doctor also
+checks the decode contract, a cache_compile project's the cache folder.
 
 Exit 0 when the MRE runs in graph mode (npugraph_ex) on this machine, 1 when it runs but falls
 back to a stand-in, 2 when it cannot run at all. Whatever is broken, it reports instead of
