@@ -847,6 +847,22 @@ MUTATIONS = (
         None,
     ),
     Mutation(
+        "bench and profile show a traceback where build_model() raises",
+        f"{TOOLKIT}/bench.py",
+        "    model = built(build_model).to(where.device).eval()",
+        "    model = build_model().to(where.device).eval()",
+        "tests/toolkit/test_rehearsal.py -k 'does_not_build and profile and forward'",
+        None,
+    ),
+    Mutation(
+        "generate shows a traceback where build_model() raises",
+        f"{TOOLKIT}/generation.py",
+        "        model = built(build_model).to(device).eval()",
+        "        model = build_model().to(device).eval()",
+        "tests/toolkit/test_rehearsal.py -k 'does_not_build and bench and decode'",
+        None,
+    ),
+    Mutation(
         "generate compiles before it rehearses",
         f"{TOOLKIT}/generation.py",
         "        rehearse(model, (prompt,))",

@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import io
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -45,15 +46,15 @@ def isolated(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
 
 
-def run_tool(monkeypatch, tool: str, project: str, model_class: type[nn.Module]) -> tuple[int, str]:
-    """`python -m <project> <tool>` on a model.py whose build_model() builds `model_class`: the
-    exit code and what it printed on stderr. Nothing may compile before it refuses."""
+def run_tool(monkeypatch, tool: str, project: str, build_model: Callable[[], nn.Module]) -> tuple[int, str]:
+    """`python -m <project> <tool>` on a model.py whose build_model() is `build_model`: the exit
+    code and what it printed on stderr. Nothing may compile before it refuses."""
     # Each tool takes build_model from model.py when it loads: bench (profile builds through it)
     # and, in a decode project, generation.
     for name in ("toolkit.bench", "toolkit.generation"):
         with contextlib.suppress(ModuleNotFoundError):
-            monkeypatch.setattr(module(project, name), "build_model", model_class)
-    monkeypatch.setattr(module(project, "model"), "build_model", model_class)
+            monkeypatch.setattr(module(project, name), "build_model", build_model)
+    monkeypatch.setattr(module(project, "model"), "build_model", build_model)
     graphs = counters["stats"]["unique_graphs"]
     told = io.StringIO()
     with contextlib.redirect_stderr(told), contextlib.redirect_stdout(io.StringIO()):
@@ -80,6 +81,25 @@ def test_a_model_that_fails_eagerly_is_refused_in_one_line(monkeypatch, tool, pr
             f"{tool}: the model fails eagerly, so graph mode cannot be judged: ValueError: bad input; "
             f"at {__file__}:{line_of('every tool must point at this line')} (forward); "
             f"`python -m {project} check` says more"
+        )
+    ]
+
+
+def does_not_build() -> nn.Module:
+    raise ValueError("no such layer")  # every tool must point at this build
+
+
+@pytest.mark.parametrize(("tool", "project"), TOOLS)
+def test_a_model_that_does_not_build_is_refused_in_one_line(monkeypatch, tool, project):
+    """A build_model() that raises: exit 2, one line with the error, where it arose and the
+    command that says more, as check refuses it."""
+    code, told = run_tool(monkeypatch, tool, project, does_not_build)
+    assert code == 2
+    assert told.splitlines() == [
+        (
+            f"{tool}: build_model() fails, so graph mode cannot be judged: ValueError: no such "
+            f"layer; at {__file__}:{line_of('every tool must point at this build')} "
+            f"(does_not_build); `python -m {project} check` says more"
         )
     ]
 

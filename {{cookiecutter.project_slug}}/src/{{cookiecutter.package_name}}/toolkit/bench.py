@@ -64,7 +64,7 @@ from ..model import build_model, example_inputs
 from . import project
 from .backend import BACKEND_ENV, Backend, select_backend
 from .contract import ContractError, clone, describe_tree, mismatches, to_device
-from .rehearsal import rehearse
+from .rehearsal import built, rehearse
 from .report import synchronize
 from .state import restore, save, state_mismatches
 
@@ -184,7 +184,7 @@ def seeded_model(where: Backend | Ranks) -> tuple[torch.nn.Module, tuple[Any, ..
     after an eager prefill of the prompt: the decode step is what runs.
     """
     torch.manual_seed(0)
-    model = build_model().to(where.device).eval()
+    model = built(build_model).to(where.device).eval()
     if project.TENSOR_PARALLEL:
         from ..model import parallel_plan
 

@@ -43,7 +43,7 @@ from . import project
 from .backend import select_backend
 from .contract import ContractError, to_device
 from .decode import DecodeGraphs, Step, limits, logits_of
-from .rehearsal import rehearse
+from .rehearsal import built, rehearse
 from .report import synchronize
 from .state import restore, save
 
@@ -79,13 +79,13 @@ def build(backend: Backend, ranks: Ranks | None = None) -> tuple[torch.nn.Module
     torch.manual_seed(0)
     if ranks is None:
         device = backend.device
-        model = build_model().to(device).eval()
+        model = built(build_model).to(device).eval()
     else:
         # Only a tensor-parallel project's model.py has a plan.
         from ..model import parallel_plan
 
         device = ranks.device
-        model = ranks.shard(build_model().to(device).eval(), parallel_plan(ranks.size))
+        model = ranks.shard(built(build_model).to(device).eval(), parallel_plan(ranks.size))
     bounds = limits()
     # The random generator as build_model() left it, for the caller's example_inputs().
     with torch.random.fork_rng(devices=[]):

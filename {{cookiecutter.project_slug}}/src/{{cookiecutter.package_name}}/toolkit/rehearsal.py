@@ -11,6 +11,7 @@ model's state and the random number generator are put back, and the tool goes on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,21 +23,32 @@ from .state import DECODE_STEP, FIRST_CALL, restore, save, watching
 
 
 class EagerFailure(ContractError):
-    """The model fails when run eagerly on example_inputs(), so graph mode cannot be judged: the
-    message names the error, where it arose, and the command that says more."""
+    """The model fails to build, or to run eagerly on example_inputs(), so graph mode cannot be
+    judged: the message names the error, where it arose, and the command that says more."""
 
 
-def eager_failure(error: BaseException) -> EagerFailure:
-    """The one-line refusal of a model whose eager run raised `error`."""
+def eager_failure(error: BaseException, what: str = "the model fails eagerly") -> EagerFailure:
+    """The one-line refusal of a model whose build or eager run raised `error`."""
     # check's own words for an error and its place: every tool refuses as check does.
     from .check import error_frame, first_line
 
     where = error_frame(error)
     at = f"; at {where}" if where else ""
     return EagerFailure(
-        f"the model fails eagerly, so graph mode cannot be judged: {first_line(error)}{at}; "
+        f"{what}, so graph mode cannot be judged: {first_line(error)}{at}; "
         f"`python -m {project.PACKAGE} check` says more"
     )
+
+
+def built(build_model: Callable[[], nn.Module]) -> nn.Module:
+    """build_model()'s model; a build_model() that raises is refused in one line (EagerFailure),
+    as check refuses it."""
+    try:
+        return build_model()
+    except ContractError:
+        raise
+    except Exception as error:  # the user's code may raise anything: refuse it in one line
+        raise eager_failure(error, "build_model() fails") from error
 
 
 def rehearse(model: nn.Module, inputs: tuple[Any, ...]) -> None:
