@@ -34,6 +34,7 @@ COMMON_FILES = {
     "src/{package}/toolkit/export.py",
     "src/{package}/toolkit/profile.py",
     "src/{package}/toolkit/project.py",
+    "src/{package}/toolkit/rehearsal.py",
     "src/{package}/toolkit/report.py",
     "src/{package}/toolkit/state.py",
     "tests/conftest.py",

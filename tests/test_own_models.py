@@ -170,6 +170,189 @@ def test_a_transformers_llama_behind_a_static_cache_generates(tmp_path):
     assert {len(tokens) for tokens in generated["tokens"]} == {generated["prompt_length"] + 4}
 
 
+STATIC_CACHE = (OWN_MODELS / "static_cache_llama.py").read_text()
+LLAMA_CONFIG = re.search(r"CONFIG = LlamaConfig\(.*?\n\)\n", STATIC_CACHE, re.DOTALL)[0]
+SMALL = """
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,"""
+FAMILIES = {
+    # Sliding-window attention in every layer; a window the cache fits in.
+    "mistral": ("MistralConfig", "MistralForCausalLM", f"{SMALL}\n    sliding_window=4096,"),
+    # A sliding layer with its own rotary base, and a full one.
+    "gemma3": (
+        "Gemma3TextConfig",
+        "Gemma3ForCausalLM",
+        (
+            f'{SMALL}\n    head_dim=16,\n    sliding_window=512,\n    layer_types=["sliding_attention", '
+            '"full_attention"],'
+        ),
+    ),
+    # head_dim 128 of its own, where the wrapper computes 64 // 4.
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", SMALL),
+}
+
+
+def static_cache_model(family: str, *edits: tuple[str, str]) -> str:
+    """The README's StaticCache wrapper around a small config of another transformers family,
+    then `edits` (old, new) made to it as a user might."""
+    config, model, fields = FAMILIES[family]
+    text = STATIC_CACHE.replace(LLAMA_CONFIG, f"CONFIG = {config}({fields}\n)\n")
+    text = text.replace("LlamaConfig", config).replace("LlamaForCausalLM", model)
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+def use_model(project: Path, text: str) -> None:
+    (project / "src" / package_of(project) / "model.py").write_text(text)
+
+
+@pytest.mark.slow
+@pytest.mark.full
+@pytest.mark.parametrize("family", ["mistral", "gemma3"])
+def test_the_static_cache_wrapper_runs_sliding_window_configs(family, tmp_path):
+    """The README's wrapper on a sliding-window config whose window holds MAX_SEQ_LEN (its cache
+    built with the window off): the MRE, check, bench, the doctor, export, generate and the
+    project's own suite all run, and graph mode generates eager's tokens."""
+    project = bake(tmp_path / "bake", workload="decode")
+    use_model(project, static_cache_model(family))
+
+    generate = ["generate", "--json", "--new-tokens", "4"]
+    results = run_tools(project, extra={"generate": generate}, workload="decode")
+    assert_runs_here(results)
+    code, printed, told = results["generate"]
+    assert code == 0, told
+    generated = json.loads(printed)
+    assert (generated["matches_eager"], generated["graphs"], generated["recompiles"]) == (True, 1, [])
+
+
+# Runs each tool that compares graph mode with eager, then the doctor, in one process.
+REFUSALS = """\
+import contextlib, io, json, torch
+from {package}.__main__ import main
+
+results = {{}}
+for command in ("check", "bench", "generate", "profile", "doctor"):
+    torch._dynamo.reset()
+    printed, told = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(told):
+        code = main([command])
+    results[command] = [code, printed.getvalue(), told.getvalue()]
+print("RESULTS " + json.dumps(results))
+"""
+# The wrapper's early allocation of the cache, which a user may leave out.
+EARLY_INITIALIZATION = (
+    "        head_dim = CONFIG.hidden_size // CONFIG.num_attention_heads\n"
+    "        heads = CONFIG.num_key_value_heads\n"
+    "        self.cache.early_initialization(MAX_BATCH, heads, head_dim, self.lm.dtype, device)\n"
+)
+REFUSED = {
+    # The wrapper without early_initialization(): StaticCache allocates at the first forward.
+    "a cache allocated at the first call": (
+        STATIC_CACHE.replace(EARLY_INITIALIZATION, ""),
+        "WARN",
+        (
+            "cache.layers[0].keys, cache.layers[0].values, cache.layers[1].keys, cache.layers[1].values "
+            "appeared during the first call"
+        ),
+    ),
+    # The wrapper as it was, its cache built from the config: sliding-window layers.
+    "a sliding-window cache": (
+        static_cache_model("mistral", ("config=cache_config(CONFIG)", "config=CONFIG")),
+        "WARN",
+        (
+            "cache.layers[0].cumulative_length_int, cache.layers[1].cumulative_length_int went from 0 "
+            "to 8 during the first call"
+        ),
+    ),
+    # The wrapper's head size, 64 // 4, where Qwen3's is 128: the cache's shape is wrong.
+    "a model that fails eagerly": (
+        static_cache_model("qwen3"),
+        "FAIL",
+        "RuntimeError: index_copy_(): Source/destination tensor must have same slice shapes.",
+    ),
+}
+"""Each case: its model.py, the doctor's status on its model line, and what every tool names."""
+
+
+@pytest.mark.slow
+@pytest.mark.full
+@pytest.mark.parametrize("case", REFUSED)
+def test_every_tool_refuses_a_model_it_cannot_judge_in_its_words(case, tmp_path):
+    """A transformers model behind the StaticCache wrapper that keeps state the tools cannot
+    save, or fails eagerly: check, bench, generate and profile exit 2 with a few lines naming
+    it, no traceback; the doctor says it; the project's own suite fails in the tools' words."""
+    text, doctor, named = REFUSED[case]
+    project = bake(tmp_path / "bake", workload="decode")
+    use_model(project, text)
+
+    ran = run_in(project, "-c", REFUSALS.format(package=package_of(project)))
+    (line,) = [line for line in ran.stdout.splitlines() if line.startswith("RESULTS ")]
+    results = json.loads(line.removeprefix("RESULTS "))
+    for command in ("check", "bench", "generate", "profile"):
+        code, printed, told = results[command]
+        said = printed if command == "check" else told
+        assert code == 2, (command, said)
+        assert named in said, (command, said)
+        assert "Traceback" not in told, (command, told)
+        assert len(said.strip().splitlines()) <= 6, (command, said)
+    assert results["check"][1].startswith("model       StaticCacheLM\n")
+    _, doctor_report, _ = results["doctor"]
+    (model_line,) = [line for line in doctor_report.splitlines() if "  model  " in line]
+    assert model_line.startswith(doctor), doctor_report
+    assert named in model_line, doctor_report
+
+    suite = run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    assert suite.returncode == 1
+    assert named in suite.stdout
+    # Each test of a tool says the tool's words. Where the MRE fails (a model that fails
+    # eagerly), the tests that need its output skip: test_mre.py names the failure once.
+    shown = ["generate refuses your model:", "generate exits 2 on your model:"]
+    if doctor == "FAIL":
+        shown.append("the doctor on your model:\nFAIL model: ")
+    else:
+        shown += [f"{tool} exits 2 on your model:" for tool in ("check", "bench", "profile")]
+    assert [words for words in shown if words not in suite.stdout] == [], suite.stdout
+    assert not re.search(r"assert [12] == 0", suite.stdout), suite.stdout
+
+
+COUNTS_CALLS = """
+
+_build_model = build_model
+
+
+def build_model():
+    \"\"\"The sample, counting its calls in a Python int: state the tools cannot save.\"\"\"
+    model = _build_model()
+    model.calls = 0
+    model.register_forward_pre_hook(lambda module, inputs: setattr(module, "calls", module.calls + 1))
+    return model
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.full
+def test_two_ranks_fail_in_the_words_of_the_tool_that_refused(tmp_path):
+    """Under torchrun too: a model the tools refuse fails the project's two-rank tests of bench,
+    profile and generate with each rank's exit status and rank 0's refusal."""
+    project = bake(tmp_path / "bake", workload="decode", parallel="tensor_parallel")
+    model = project / "src" / package_of(project) / "model.py"
+    model.write_text(model.read_text() + COUNTS_CALLS)
+
+    selected = "torchrun or two_ranks_generate"
+    suite = run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", selected)
+    assert suite.returncode == 1
+    for tool in ("bench", "profile", "generate"):
+        refusal = f"{tool} under torchrun:\nrank 0 exits 2: {tool}: the model keeps state"
+        assert refusal in suite.stdout, suite.stdout
+    assert "calls went from 0 to 1 during the first call" in suite.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.full
 def test_a_float_input_is_named_as_baked_into_the_graph(tmp_path):

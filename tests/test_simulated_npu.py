@@ -193,13 +193,19 @@ def test_refused_soc_mre_runs_on_cpu(baked):
     assert re.search(r"^input .* on cpu$", result.stdout, re.MULTILINE)
 
 
-def test_capturing_soc_doctor_passes_with_the_aclop_hint(baked):
-    """On an Ascend910B2C the doctor exits 0, and its npu line carries torch_npu's aclop advice."""
+def test_capturing_soc_doctor_chooses_graph_mode_with_the_aclop_hint(baked):
+    """On an Ascend910B2C every line of the doctor on this machine passes, it chooses npugraph_ex,
+    and its npu line carries torch_npu's aclop advice. Only its model line fails: the doctor runs
+    the model where the MRE would, on the NPU, and the stand-in's NPU runs nothing."""
     project = baked()
     env = {"PYTHONPATH": with_stand_in(project, HEALTHY), "SIMULATED_NPU_SOC": "Ascend910B2C"}
     result = run_tool(project, "doctor", "--json", **env)
     report = json.loads(result.stdout)
-    assert (result.returncode, report["verdict"]) == (0, 0), result.stdout
+    machine = {check["name"]: check["status"] for check in report["checks"]}
+    assert machine.pop("model") == "FAIL"
+    assert "FAIL" not in machine.values(), result.stdout
+    assert machine["mre-backend"] == "OK"
+    assert (result.returncode, report["summary"]) == (2, "the MRE cannot run here: fix model first")
     (check,) = (check for check in report["checks"] if check["name"] == "npu")
     assert check["status"] == "OK"
     assert "allow_internal_format = False" in check["detail"]

@@ -1,3 +1,5 @@
+import copy
+
 import torch
 from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
@@ -18,6 +20,24 @@ MAX_SEQ_LEN = 64
 CAPTURE_SIZES = (MAX_BATCH,)
 
 
+def cache_config(config):
+    """The config the cache is built from: the model's, with its sliding window off, if it has
+    one. Exact while MAX_SEQ_LEN fits in the window: each token attends to the positions of the
+    window before it, and every position the cache holds is among them."""
+    window = getattr(config, "sliding_window", None)
+    if window is None:
+        return config
+    if window < MAX_SEQ_LEN:
+        raise ValueError(f"MAX_SEQ_LEN = {MAX_SEQ_LEN} exceeds the sliding window, {window}")
+    full = copy.deepcopy(config)
+    full.sliding_window = None
+    if getattr(config, "layer_types", None):
+        full.layer_types = [
+            "full_attention" if kind == "sliding_attention" else kind for kind in config.layer_types
+        ]
+    return full
+
+
 class StaticCacheLM(nn.Module):
     """A transformers causal LM behind the decode contract, holding its StaticCache, whose
     tensors transformers marks with torch._dynamo.mark_static_address."""
@@ -30,7 +50,8 @@ class StaticCacheLM(nn.Module):
     def allocate_cache(self, device: torch.device) -> None:
         """The cache's tensors, allocated (and marked) now rather than at the first call: every
         tool saves the state the model starts from, and the cache is part of it."""
-        self.cache = StaticCache(config=CONFIG, max_cache_len=MAX_SEQ_LEN)
+        # Sliding-window cache layers count tokens in a Python int: graph mode would bake it in.
+        self.cache = StaticCache(config=cache_config(CONFIG), max_cache_len=MAX_SEQ_LEN)
         head_dim = CONFIG.hidden_size // CONFIG.num_attention_heads
         heads = CONFIG.num_key_value_heads
         self.cache.early_initialization(MAX_BATCH, heads, head_dim, self.lm.dtype, device)

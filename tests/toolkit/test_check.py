@@ -17,6 +17,8 @@ from torch import nn
 from torch._dynamo.backends.registry import register_backend
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
+from decode_project import model as decode_model
+from decode_project.toolkit import check as decode_check
 from forward_project.toolkit import check
 from forward_project.toolkit.backend import BACKEND_ENV, NPUGRAPH_EX_OPTIONS
 from forward_project.toolkit.contract import Mismatch, tolerances
@@ -30,6 +32,9 @@ EVERY_KIND = ["forward_project", "decode_project", "parallel_project", "decode_p
 """A project of each kind that check runs differently: decode (a prefill first), tensor-parallel
 (the plan rehearsed, the model sharded), both."""
 PARALLEL = ["parallel_project", "decode_parallel_project"]
+WHEN = {False: "during the first call", True: "during the first decode step"}
+"""Which eager call check names, in a forward project and in a decode one (the project fixture's
+decode projects run no prefill: their first call is the decode step)."""
 
 
 def line_of(marker: str) -> int:
@@ -107,8 +112,28 @@ def test_float_token_ids_get_the_dtype_hint(capsys, project):
     assert "token ids must be integers" in capsys.readouterr().out
 
 
+STEPS = 0
+"""A count kept outside the model, where no tool's watch over its state looks."""
+
+
+class CountsOutside(nn.Module):
+    """Dynamo guards on the global STEPS, which changes on every call."""
+
+    def forward(self, x):
+        global STEPS
+        STEPS += 1  # Dynamo's guard is on the value read here
+        return x * STEPS
+
+
+def test_a_recompile_on_the_next_call_is_a_problem(capsys, project):
+    """A model that compiles again on its second call is named as recompiling: exit 1."""
+    code, result = run_check(capsys, project, CountsOutside, torch.ones(3))
+    assert code == 1
+    assert "aot_eager recompiled" in {finding["what"] for finding in result["findings"]}
+
+
 class CountsCalls(nn.Module):
-    """Dynamo guards on the Python number self.calls, which changes on every call."""
+    """Counts its calls in a Python int it holds: state that no tool can save and put back."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -119,11 +144,54 @@ class CountsCalls(nn.Module):
         return x * self.calls
 
 
-def test_a_recompile_on_the_next_call_is_a_problem(capsys, project):
-    """A model that compiles again on its second call is named as recompiling: exit 1."""
+def test_a_number_a_call_advances_is_refused_by_its_path(capsys, project):
+    """A Python number that the eager call advances is named with how it went, and with the fix;
+    nothing is compared, since no rung could start where eager started: exit 2."""
     code, result = run_check(capsys, project, CountsCalls, torch.ones(3))
-    assert code == 1
-    assert "aot_eager recompiled" in {finding["what"] for finding in result["findings"]}
+    when = WHEN["decode" in project.model.__name__]
+    assert (code, result["model"], result["rungs"]) == (2, "CountsCalls", [])
+    assert result["summary"] == "nothing was compared: no run can start from eager's state"
+    (found,) = result["findings"]
+    assert (found["what"], found["reason"]) == (
+        "state the tools cannot save",
+        f"calls went from 0 to 1 {when}",
+    )
+    assert found["hint"].startswith("hold what a call advances in a tensor, written in place")
+
+
+class Layer:
+    """A cache layer as transformers' StaticCache holds one: allocated at its first update unless
+    allocated early."""
+
+    def __init__(self) -> None:
+        self.is_initialized = False
+
+    def update(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.is_initialized:
+            self.keys = torch.zeros_like(x)
+            self.is_initialized = True
+        self.keys.copy_(x)
+        return self.keys
+
+
+class AllocatesAtFirstCall(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = [Layer(), Layer()]
+
+    def forward(self, x):
+        return sum(layer.update(x * index) for index, layer in enumerate(self.layers))
+
+
+def test_a_tensor_made_at_the_first_call_is_refused_by_its_path(capsys, project):
+    """Tensors that appear during the eager call are named by their paths, in one line, with the
+    fix (their flags, set beside them, are not named apart); nothing is compared: exit 2."""
+    code, result = run_check(capsys, project, AllocatesAtFirstCall, torch.ones(3))
+    when = WHEN["decode" in project.model.__name__]
+    assert (code, result["rungs"]) == (2, [])
+    (found,) = result["findings"]
+    assert found["reason"] == f"layers[0].keys, layers[1].keys appeared {when}"
+    assert found["hint"].startswith("allocate every tensor the model keeps when build_model()")
 
 
 class Scale(nn.Module):
@@ -348,6 +416,39 @@ class Fails(nn.Module):
         raise ValueError("bad input")  # check must point at this line
 
 
+class FailsToDecode(nn.Module):
+    def forward(self, tokens, input_pos):
+        raise ValueError("bad input")
+
+
+def test_a_decode_model_that_fails_at_prefill_is_named_as_built(capsys, monkeypatch):
+    """A decode model that builds and fails at its prefill is named, and its eager run, not its
+    build, is what fails: exit 2."""
+    monkeypatch.setattr(decode_model, "build_model", FailsToDecode)
+    assert decode_check.main([]) == 2
+    report = capsys.readouterr().out.splitlines()
+    assert report[0] == "model       FailsToDecode"
+    assert report[1] == "problem     eager run fails: ValueError: bad input"
+    assert report[-1] == "the model does not run eagerly: fix that first"
+
+
+def test_a_model_that_does_not_build_is_named_so(capsys, project):
+    """build_model() raising: the report says the model did not build, and where: exit 2."""
+
+    def broken():
+        raise ValueError("no such layer")  # check names this line
+
+    code, result = run_check(capsys, project, broken, torch.ones(3))
+    assert (code, result["model"], result["summary"]) == (
+        2,
+        "",
+        "the model does not build: fix that first",
+    )
+    (found,) = result["findings"]
+    assert (found["what"], found["reason"]) == ("build fails", "ValueError: no such layer")
+    assert found["where"] == f"{__file__}:{line_of('check names this line')} (broken)"
+
+
 def test_a_model_that_fails_eagerly_is_checked_no_further(capsys, project):
     """A model that cannot run eagerly gets one finding, where it failed, and no rung: exit 2."""
     code, result = run_check(capsys, project, Fails, torch.ones(3))
@@ -503,16 +604,19 @@ RECOMPILE_HINT = "keep forward() free of values read from tensors"
 def test_a_recompile_is_explained(capsys, project, hint):
     """A rung that compiles again on the second call says why and what to do (in cache_compile
     mode, that the recompile deletes its cache); its row names each of its findings."""
-    code, result = run_check(capsys, project, CountsCalls, torch.ones(3))
+    code, result = run_check(capsys, project, CountsOutside, torch.ones(3))
     (found,) = [f for f in result["findings"] if f["what"] == "aot_eager recompiled"]
-    assert (code, found["severity"], found["where"]) == (1, "problem", "")
-    assert found["reason"] == (
-        "a second call on new inputs of the same shapes compiled again: Dynamo guards on a value "
-        "that changes (a Python number from a tensor, a changing attribute)"
+    where = f"{__file__}:{line_of('the value read here')} (forward)"
+    assert (code, found["severity"], found["where"]) == (1, "problem", where)
+    # Dynamo's own guard, on the value the first call compiled for.
+    assert re.fullmatch(
+        r"a second call on new inputs of the same shapes compiled again: Dynamo's guard "
+        r"G\['STEPS'\] == \d+ failed",
+        found["reason"],
     )
     assert found["hint"] == hint
     (rung,) = [rung for rung in result["rungs"] if rung["name"] == "aot_eager"]
-    # CountsCalls also differs: its call count is no state a rung can put back.
+    # CountsOutside also differs: its count is no state a rung can put back.
     assert rung == {
         "name": "aot_eager",
         "status": "fail",

@@ -5,6 +5,7 @@ import importlib
 import json
 import platform
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -454,10 +455,72 @@ def own_model(monkeypatch):
 
 
 def test_a_model_that_keeps_the_contract_is_named_with_its_inputs(own_model):
-    """build_model() and example_inputs() that work: OK, naming the class and each input."""
+    """build_model() and example_inputs() that work: OK, naming the class and each input, and
+    saying that one step ran eagerly, where."""
     own_model(lambda: nn.Linear(4, 2), lambda: (torch.ones(3, 4),))
-    detail = "build_model() gives Linear, example_inputs() [0] (3, 4) float32 on cpu"
+    detail = (
+        "build_model() gives Linear, example_inputs() [0] (3, 4) float32 on cpu; one step runs eagerly on cpu"
+    )
     assert doctor.check_model() == Check("model", "OK", detail)
+
+
+class Fails(nn.Module):
+    def forward(self, x):
+        raise ValueError("bad input")  # the doctor must point at this line
+
+
+def test_a_model_that_only_builds_stops_the_mre_naming_its_eager_error(own_model):
+    """A model that builds but fails eagerly: a blocking FAIL with the error and its line, as
+    every tool refuses it, not an OK for building."""
+    own_model(Fails, lambda: (torch.ones(3),))
+    check = doctor.check_model()
+    assert (check.status, check.blocking, check.fix) == ("FAIL", True, MODEL_FIX)
+    source = Path(__file__).read_text().splitlines()
+    line = next(n for n, text in enumerate(source, 1) if "the doctor must point" in text)
+    assert check.detail == (
+        "build_model() gives Fails, example_inputs() [0] (3,) float32 on cpu; but the model fails "
+        "eagerly, so graph mode cannot be judged: ValueError: bad input; at "
+        f"{__file__}:{line} (forward); `python -m forward_project check` says more"
+    )
+
+
+class CountsCalls(nn.Module):
+    """Counts its calls in a Python int, which no tool can save and put back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
+
+
+def test_a_model_with_state_out_of_sight_warns_that_the_tools_refuse_it(own_model):
+    """A model whose call advances a Python number runs (the MRE runs it), but the tools that
+    compare it refuse it: a WARN naming the attribute, with the fix."""
+    own_model(CountsCalls, lambda: (torch.ones(3),))
+    check = doctor.check_model()
+    assert (check.status, check.blocking) == ("WARN", False)
+    assert check.detail == (
+        "build_model() gives CountsCalls, example_inputs() [0] (3,) float32 on cpu; it runs "
+        "eagerly, but the tools that compare it with graph mode refuse it: calls went from 0 to 1 "
+        "during the first call"
+    )
+    assert check.fix.startswith("hold what a call advances in a tensor, written in place")
+
+
+class Scale(nn.Module):
+    """A Linear scaled by the numbers passed after its input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+
+    def forward(self, x, *scales):
+        for scale in scales:
+            x = x * scale
+        return self.linear(x)
 
 
 def test_the_model_is_built_from_the_mre_s_seed(own_model):
@@ -467,23 +530,24 @@ def test_the_model_is_built_from_the_mre_s_seed(own_model):
     def inputs():
         return (torch.ones(3), round(torch.rand(()).item(), 4))
 
-    own_model(lambda: nn.Linear(3, 3), inputs)
+    own_model(Scale, inputs)
     torch.manual_seed(0)
-    nn.Linear(3, 3)
+    Scale()
     drawn = inputs()[1]
     assert f"[1] float {drawn};" in doctor.check_model().detail
 
 
 def test_constant_inputs_warn_with_a_note_and_fix_for_each(own_model):
     """Two non-tensor inputs: one WARN whose detail and fix carry each one's note, in order."""
-    own_model(lambda: nn.Linear(3, 3), lambda: (torch.ones(3), 0.5, 2))
+    own_model(Scale, lambda: (torch.ones(3), 0.5, 2))
     float_note, float_fix = constant_note("[1]", 0.5)
     int_note, int_fix = constant_note("[2]", 2)
     inputs = "[0] (3,) float32 on cpu, [1] float 0.5, [2] int 2"
+    ran = "one step runs eagerly on cpu"
     assert doctor.check_model() == Check(
         "model",
         "WARN",
-        f"build_model() gives Linear, example_inputs() {inputs}; {float_note}; {int_note}",
+        f"build_model() gives Scale, example_inputs() {inputs}; {ran}; {float_note}; {int_note}",
         f"{float_fix}; {int_fix}",
     )
 

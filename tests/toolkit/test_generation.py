@@ -395,6 +395,23 @@ def test_a_batch_of_no_sequence_is_refused_in_a_line(batch):
     assert told == f"generate: a batch of {batch} sequences: generate at least 1\n"
 
 
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        (("--new-tokens", "1000"), "more than MAX_SEQ_LEN"),
+        (("--batch", "1000"), "more than the largest capture size"),
+    ],
+)
+def test_a_request_the_cache_cannot_hold_is_refused_before_a_model_is_built(monkeypatch, arguments, words):
+    """A request beyond the cache is refused in its own words, whatever the model: no model is
+    built (nor rehearsed) for it."""
+    monkeypatch.setattr(generation, "build", lambda *built: pytest.fail("built a model for it"))
+    code, printed, told = generate_command("decode_project", *arguments)
+    assert (code, printed) == (2, "")
+    (line,) = told.splitlines()
+    assert words in line
+
+
 def test_help_names_every_option_with_its_default(help_of):
     """`generate --help` gives the usage under the command's name, what generate does, and each
     option with what it does and its default."""
@@ -620,11 +637,12 @@ def test_the_report_says_what_warm_up_captured(json_result):
 
 
 class Lookup(torch.nn.Module):
-    """A decode model quick to compile: each token's logits are its row of a table."""
+    """A decode model quick to compile: each token's logits are its row of a table (a row for
+    each id of the sample's vocabulary, which its prompt draws from)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.table = torch.nn.Parameter(torch.randn(10, 10))
+        self.table = torch.nn.Parameter(torch.randn(model.VOCAB, 10))
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
         return self.table[tokens]

@@ -9,10 +9,12 @@ from torch import nn
 
 from forward_project.toolkit import bench
 from forward_project.toolkit.state import (
+    StateOutOfSight,
     restore,
     save,
     state_mismatches,
     state_tensors,
+    watching,
 )
 
 
@@ -188,3 +190,84 @@ def test_bench_refuses_a_graph_that_leaves_another_state():
     mismatch = bench.compare_outputs(model, off_by_one, inputs)
     assert "state layers[0].keys: 6 of 6 elements differ" in mismatch
     assert not model.layers[0].keys.any()
+
+
+def refusal(model: nn.Module, call) -> StateOutOfSight | None:
+    """What watching() raises around `call()` of `model`, or None."""
+    try:
+        with watching(model, "during the call"):
+            call()
+    except StateOutOfSight as error:
+        return error
+    return None
+
+
+class SlidingLayer:
+    """A cache layer as transformers' sliding-window one: it counts tokens in a Python int."""
+
+    def __init__(self) -> None:
+        self.cumulative_length_int = 0
+
+
+class Windows(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = [SlidingLayer(), SlidingLayer()]
+        self.scale = 1.0
+
+    def forward(self, tokens: int) -> None:
+        for layer in self.layers:
+            layer.cumulative_length_int += tokens
+        self.scale *= 2
+
+
+def test_numbers_that_went_alike_are_named_in_one_line():
+    """Numbers a call changed alike are named together, each way they went on its own line."""
+    model = Windows()
+    found = refusal(model, lambda: model(8))
+    assert found.found == [
+        ("layers[0].cumulative_length_int, layers[1].cumulative_length_int went from 0 to 8 during the call"),
+        "scale went from 1.0 to 2.0 during the call",
+    ]
+
+
+def test_a_sliding_window_count_gets_the_window_fix():
+    """A count named cumulative_length_int, transformers' sliding-window token count, adds the fix
+    of turning the window off where the cache fits in it."""
+    model = Windows()
+    fix = refusal(model, lambda: model(8)).fix
+    assert "turn the sliding window off when MAX_SEQ_LEN fits in it" in fix
+    plain = nn.Module()
+    plain.count = 0
+
+    def advance() -> None:
+        plain.count += 1
+
+    assert "sliding window" not in refusal(plain, advance).fix
+
+
+def test_a_buffer_that_forward_replaced_is_no_state_out_of_sight():
+    """A buffer that forward replaced by a new tensor is state restore() puts back: not refused."""
+    model = Counts()
+
+    def replace() -> None:
+        model.steps = model.steps + 1
+
+    assert refusal(model, replace) is None
+
+
+def test_a_tensor_held_before_under_another_path_is_no_new_tensor():
+    """A tensor the model already held, now held under another path too, appeared nowhere."""
+    model = HoldsACache()
+
+    def alias() -> None:
+        model.latest = model.layers[0].keys
+
+    assert refusal(model, alias) is None
+
+
+def test_a_number_that_stays_nan_is_unchanged():
+    """A float attribute that is NaN before and after a call did not change."""
+    model = nn.Module()
+    model.threshold = float("nan")
+    assert refusal(model, lambda: None) is None

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from {{ cookiecutter.package_name }}.toolkit import doctor
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, npu_status
 
@@ -20,7 +22,10 @@ def test_the_doctor_finds_nothing_wrong_with_your_model(capsys, monkeypatch):
     report = json.loads(capsys.readouterr().out)
     on_your_model = {c["name"]: c["status"] for c in report["checks"] if c["name"] in ON_YOUR_MODEL}
     assert {"model", "mre-import"} <= on_your_model.keys()
-    assert all(status != "FAIL" for status in on_your_model.values()), report
+    failed = [c for c in report["checks"] if c["name"] in ON_YOUR_MODEL and c["status"] == "FAIL"]
+    if failed:
+        lines = [f"FAIL {c['name']}: {c['detail']}\n  fix: {c['fix']}" for c in failed]
+        pytest.fail("the doctor on your model:\n" + "\n".join(lines), pytrace=False)
     if npu_status()[0]:
         assert (code, report["summary"]) == (0, "the MRE runs in graph mode (npugraph_ex) here")
     else:

@@ -19,6 +19,7 @@ from torch._dynamo.utils import counters
 from {{ cookiecutter.package_name }} import generate, model
 from {{ cookiecutter.package_name }}.__main__ import main
 from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
+from {{ cookiecutter.package_name }}.toolkit.contract import ContractError
 from {{ cookiecutter.package_name }}.toolkit.decode import DecodeGraphs, Warmup, limits, logits_of
 from {{ cookiecutter.package_name }}.toolkit.generation import build, eager_step, greedy, prompt_of
 {%- if tp %}
@@ -37,6 +38,15 @@ class Decoder(NamedTuple):
     """The state before any generation: each test starts from it."""
 
 
+def refused_or_built(*ranks) -> tuple[torch.nn.Module, DecodeGraphs]:
+    """Your model and its decode graphs, built as generate builds them; a model generate refuses
+    (it fails eagerly, or keeps state the tools cannot save) fails the test in generate's words."""
+    try:
+        return build(select_backend(), *ranks)
+    except ContractError as error:
+        pytest.fail(f"generate refuses your model:\n{error}", pytrace=False)
+
+
 {% if tp -%}
 @pytest.fixture(scope="module")
 def ranks() -> Iterator[Ranks]:
@@ -49,13 +59,13 @@ def ranks() -> Iterator[Ranks]:
 def decoder(ranks: Ranks) -> Decoder:
     """Your decode step in graph mode, sharded, built and warmed up as generate does, once."""
     torch._dynamo.reset()
-    built, graphs = build(select_backend(), ranks)
+    built, graphs = refused_or_built(ranks)
 {%- else -%}
 @pytest.fixture(scope="module")
 def decoder() -> Decoder:
     """Your decode step in graph mode, built and warmed up as generate does, once."""
     torch._dynamo.reset()
-    built, graphs = build(select_backend())
+    built, graphs = refused_or_built()
 {%- endif %}
     start = save(built)
     with torch.no_grad():
@@ -147,9 +157,11 @@ def test_generate_on_your_model_exits_0_graph_mode_choosing_eagers_tokens():
     """`generate --json --new-tokens 4` exits 0: one graph per capture size, no recompile, graph
     mode's greedy tokens equal to eager's, and your prompt followed by 4 tokens per sequence."""
     torch._dynamo.reset()
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert main(["generate", "--json", "--new-tokens", "4"]) == 0
+    printed, told = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(told):
+        code = main(["generate", "--json", "--new-tokens", "4"])
+    if code:
+        pytest.fail(f"generate exits {code} on your model:\n{told.getvalue()}", pytrace=False)
     result = json.loads(printed.getvalue())
     assert (result["matches_eager"], result["first_difference"]) == (True, None)
     assert (result["graphs"], result["recompiles"]) == (len(limits().capture_sizes), [])

@@ -11,10 +11,11 @@ PACKAGE = Path({{ cookiecutter.package_name }}.__file__).parent
 {%- if cookiecutter.workload == "decode" %}
 OTHER_PROJECTS = set()
 {%- else %}
-OTHER_PROJECTS = {"Generation"}
+OTHER_PROJECTS = {"Generation", "A transformers Llama with a StaticCache"}
 {%- endif %}
 """Sections of another project's README: the toolkit is the same in every project, and names these
-only where that project's answers bring them (the doctor's decode line, in a decode project)."""
+only where that project's answers bring them (the doctor's decode line, and the sliding-window
+fix of a cache's refusal, in a decode project)."""
 
 
 def headings() -> set[str]:

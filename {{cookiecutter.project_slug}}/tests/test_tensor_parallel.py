@@ -58,7 +58,13 @@ def test_two_ranks_generate_one_devices_tokens(two_ranks, one_device):
     """`generate --json` under torchrun: every rank exits 0, rank 0 alone prints, and its greedy
     tokens are those one device chooses (the printed ones are your sampler's)."""
     steps = [two_ranks.results[rank]["generate"] for rank in range(two_ranks.size)]
-    assert [step["value"]["code"] for step in steps] == [0] * two_ranks.size
+    failed = [
+        f"rank {rank} exits {step['value']['code']}: {step['told']}"
+        for rank, step in enumerate(steps)
+        if step["value"]["code"]
+    ]
+    if failed:
+        pytest.fail("generate under torchrun:\n" + "\n".join(failed), pytrace=False)
     assert [step["printed"] for step in steps[1:]] == [""] * (two_ranks.size - 1)
     result = json.loads(steps[0]["printed"])
     assert (result["ranks"]["size"], result["ranks"]["differ"]) == (two_ranks.size, [])
@@ -86,6 +92,10 @@ def test_each_ranks_cache_holds_only_its_share_of_the_heads(two_ranks, one_devic
     whole = one_device[1]
     for rank in range(two_ranks.size):
         state = two_ranks.results[rank]["generate"]["value"]["state"]
+        if state is None:
+            pytest.skip(
+                "generate refused your model: see test_two_ranks_generate_one_devices_tokens"
+            )
         for path, style in sharded.items():
             heads = whole[path].shape[style.dim] // two_ranks.size
             assert state[path].shape[style.dim] == heads, f"rank {rank}: {path}"

@@ -16,7 +16,7 @@ folder of its own and with a process group of its own:
 {%- endif %}
 
 It saves what the tests check into FOLDER/rank<RANK>.pt: for each step what it returned (an
-output, or {{ "the exit status" if decode else "bench's exit status" }}), what it printed and how many graphs it compiled.
+output, or {{ "the exit status" if decode else "bench's exit status" }}), what it printed (on stdout, and on stderr) and how many graphs it compiled.
 """
 
 import contextlib
@@ -73,18 +73,24 @@ def fresh_store(step: str) -> None:
 
 
 def run_step(folder: Path, step: str, run: Callable[[], Any]) -> dict[str, Any]:
-    """run() in FOLDER/step: what it returned, what it printed, and the graphs it compiled."""
+    """run() in FOLDER/step: what it returned, what it printed on stdout and on stderr (a tool's
+    refusal), and the graphs it compiled."""
     print(f"two_ranks.py: step {step}", file=sys.stderr, flush=True)  # torchrun's log says where
     (folder / step).mkdir(exist_ok=True)  # the ranks share it, as they share a user's folder
     fresh_store(step)
     torch._dynamo.reset()
     graphs = counters["stats"]["unique_graphs"]
-    printed = io.StringIO()
-    with contextlib.chdir(folder / step), contextlib.redirect_stdout(printed):
+    printed, told = io.StringIO(), io.StringIO()
+    with (
+        contextlib.chdir(folder / step),
+        contextlib.redirect_stdout(printed),
+        contextlib.redirect_stderr(told),
+    ):
         value = run()
     return {
         "value": value,
         "printed": printed.getvalue(),
+        "told": told.getvalue(),
         "graphs": counters["stats"]["unique_graphs"] - graphs,
     }
 
@@ -115,7 +121,7 @@ def bench() -> int:
 
 def generate() -> dict[str, Any]:
     """`generate --json`'s exit status, and the state its model ends with: this rank's KV cache
-    after graph-mode generation."""
+    after graph-mode generation (None if generate refused the model)."""
     from {{ cookiecutter.package_name }}.__main__ import main
     from {{ cookiecutter.package_name }}.toolkit import generation
     from {{ cookiecutter.package_name }}.toolkit.state import save
@@ -131,7 +137,8 @@ def generate() -> dict[str, Any]:
         code = main(GENERATE)
     finally:
         generation.build = build
-    return {"code": code, "state": save(built[0][0])}
+    # No state where generate refused the model before it was built.
+    return {"code": code, "state": save(built[0][0]) if built else None}
 {%- endif %}
 
 

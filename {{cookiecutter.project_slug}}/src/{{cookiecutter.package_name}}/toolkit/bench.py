@@ -38,7 +38,8 @@ figures of the slowest rank (the highest graph p50, in a decode project summed o
 sizes: a step is as slow as its slowest rank), and which rank that was.
 
 Exit status: 0 after a run, 1 if graph mode and eager disagree (nothing is timed), 2 if the
-backend cannot run here or model.py breaks its contract. With tensor parallelism every rank exits
+backend cannot run here or model.py breaks its contract: the model fails eagerly, or keeps state
+that the tools cannot save and put back (rehearsal.py). With tensor parallelism every rank exits
 with the same status.
 """
 
@@ -63,6 +64,7 @@ from ..model import build_model, example_inputs
 from . import project
 from .backend import BACKEND_ENV, Backend, select_backend
 from .contract import ContractError, clone, describe_tree, mismatches, to_device
+from .rehearsal import built, rehearse
 from .report import synchronize
 from .state import restore, save, state_mismatches
 
@@ -182,12 +184,14 @@ def seeded_model(where: Backend | Ranks) -> tuple[torch.nn.Module, tuple[Any, ..
     after an eager prefill of the prompt: the decode step is what runs.
     """
     torch.manual_seed(0)
-    model = build_model().to(where.device).eval()
+    model = built(build_model).to(where.device).eval()
     if project.TENSOR_PARALLEL:
         from ..model import parallel_plan
 
         model = where.shard(model, parallel_plan(where.size))
     dummy_input = to_device(example_inputs(), where.device)
+    # Before anything compiles: refuse a model that fails eagerly, or keeps state out of sight.
+    rehearse(model, dummy_input)
     if project.DECODE:
         from .decode import first_step
 

@@ -13,12 +13,16 @@ ladder that can run here, comparing each output with eager's within the toleranc
 (contract.tolerances()): the `eager` backend (Dynamo only), `aot_eager` (the stand-in), and on an
 NPU npugraph_ex with force_eager, with force_recapture, then plain; last, the backend the MRE runs
 (select_backend()), if the ladder has not run it: one forced with $NPUGRAPH_BACKEND. A second call
-on new inputs of the same shapes must not recompile. Each rung starts from the state the eager run started from (its
-buffers: a KV cache, a step counter), and must leave the state eager left as well as return its
-output. Each non-tensor input is a warning: graph mode bakes its value in, so new values recompile.
+on new inputs of the same shapes must not recompile; if it does, check prints the guard Dynamo
+names. Each rung starts from the state the eager run started from (its buffers: a KV cache, a step
+counter), and must leave the state eager left as well as return its output. A model whose eager
+calls make a tensor or change a Python number outside that state (state.watching()) is checked no
+further: no rung could start from the state eager started from. Each non-tensor input is a
+warning: graph mode bakes its value in, so new values recompile.
 
-Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all (or
-$NPUGRAPH_BACKEND names no backend that can run here).
+Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all,
+keeps state that no run can be started from, or $NPUGRAPH_BACKEND names no backend that can run
+here.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch._dynamo
-from torch._dynamo.utils import counters
+from torch._dynamo.utils import counters, guard_failures
 
 from . import project
 from .backend import (
@@ -57,7 +61,16 @@ from .contract import (
     non_tensor_leaves,
     to_device,
 )
-from .state import State, restore, save, state_mismatches
+from .state import (
+    DECODE_STEP,
+    FIRST_CALL,
+    State,
+    StateOutOfSight,
+    restore,
+    save,
+    state_mismatches,
+    watching,
+)
 
 if TYPE_CHECKING:
     from .parallel import Ranks
@@ -273,16 +286,35 @@ def run_rung(
         hint = "keep forward() free of values read from tensors"
         if project.CACHE_COMPILE:
             hint += "; a cache_compile recompile also deletes its cache"
+        guards, where = failed_guards()
+        why = (
+            f"Dynamo's guard {'; '.join(guards)} failed"
+            if guards
+            else "Dynamo guards on a value that changes (a Python number from a tensor, a "
+            "changing attribute)"
+        )
         findings.append(
             Finding(
                 f"{name} recompiled",
-                "a second call on new inputs of the same shapes compiled again: Dynamo guards "
-                "on a value that changes (a Python number from a tensor, a changing attribute)",
+                f"a second call on new inputs of the same shapes compiled again: {why}",
+                where,
                 hint=hint,
             )
         )
     status = "fail" if findings else "ok"
     return Rung(name, status, "; ".join(f.what for f in findings) or "matches eager"), findings
+
+
+def failed_guards() -> tuple[list[str], str]:
+    """The guards that failed since Dynamo was last reset, as Dynamo words them (`G['STEP'] ==
+    1`, `self.cache.layers[0].cumulative_length_int == 38`), and where in your code the first
+    guarded value was read, if Dynamo says."""
+    reasons = [reason for each in guard_failures.values() for reason in each]
+    # Each reason: "<compile id>: <guard>  # <source line>  # <where>", then the user's stack.
+    guards = [
+        re.sub(r"^\S+: ", "", reason.splitlines()[0]).split("  #")[0].strip() for reason in reasons
+    ]
+    return list(dict.fromkeys(guards)), traced_frame(reasons[0]) if reasons else ""
 
 
 def differs(name: str, differ: list[Mismatch]) -> Finding:
@@ -322,10 +354,17 @@ def check(ranks: Ranks | None = None) -> Result:
             from ..model import parallel_plan
 
             model = ranks.shard(model, parallel_plan(ranks.size))
+    except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
+        found = Finding("build fails", first_line(error), error_frame(error), hint_for(str(error)))
+        return refused(result, found, "the model does not build: fix that first")
+    result.model = type(model).__name__
+    try:
+        # Each eager call watched: a tensor it makes or a number it changes out of the state's
+        # sight would make every rung start from another state than eager's.
         if project.DECODE:
             from .decode import first_step, next_step
 
-            with torch.no_grad():
+            with torch.no_grad(), watching(model, FIRST_CALL):
                 # Prefill, eagerly: the cache holds the prompt, and the graph is the decode step.
                 inputs = first_step(model, *to_device(example_inputs(), device))
             again = next_step(*inputs)
@@ -334,26 +373,26 @@ def check(ranks: Ranks | None = None) -> Result:
             # New data of the same shapes, as the next inference step would bring.
             torch.manual_seed(1)
             again = to_device(example_inputs(), device)
-        result.model = type(model).__name__
         start = save(model)
-        with torch.no_grad():
+        with torch.no_grad(), watching(model, DECODE_STEP if project.DECODE else FIRST_CALL):
             expected = Eager(start, clone(model(*inputs)), save(model))
-    except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
-        result.findings.append(
-            Finding("eager run fails", first_line(error), error_frame(error), hint_for(str(error)))
+    except StateOutOfSight as error:
+        found = Finding(
+            "state the tools cannot save", "\n            ".join(error.found), hint=error.fix
         )
-        result.verdict = 2
-        result.summary = "the model does not run eagerly: fix that first"
-        return result
+        return refused(result, found, "nothing was compared: no run can start from eager's state")
+    except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
+        found = Finding(
+            "eager run fails", first_line(error), error_frame(error), hint_for(str(error))
+        )
+        return refused(result, found, "the model does not run eagerly: fix that first")
     try:
         backend = select_backend()
     except (RuntimeError, ValueError) as error:
         # The MRE cannot start with this backend: nothing it would run can be checked.
         hint = f"unset {BACKEND_ENV} or fix its value"
-        result.findings.append(Finding("the MRE's backend", str(error), hint=hint))
-        result.verdict = 2
-        result.summary = f"the MRE cannot choose its backend: fix {BACKEND_ENV} first"
-        return result
+        found = Finding("the MRE's backend", str(error), hint=hint)
+        return refused(result, found, f"the MRE cannot choose its backend: fix {BACKEND_ENV} first")
     if leaves := non_tensor_leaves(expected.output):
         result.findings.append(
             Finding(
@@ -391,6 +430,14 @@ def check(ranks: Ranks | None = None) -> Result:
         )
     if warnings:
         result.summary += f"; read the {warnings} warning(s) above"
+    return result
+
+
+def refused(result: Result, finding: Finding, summary: str) -> Result:
+    """`result` with the one problem that stops check before any rung: exit 2."""
+    result.findings.append(finding)
+    result.verdict = 2
+    result.summary = summary
     return result
 
 

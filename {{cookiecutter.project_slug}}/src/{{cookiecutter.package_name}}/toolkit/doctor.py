@@ -5,8 +5,9 @@
 
 --nproc-per-node is the torchrun option you will run the MRE with (default: $LOCAL_WORLD_SIZE,
 else 1): the ranks check wants an NPU per rank, the plan check that parallel_plan() splits
-build_model() across that many ranks. A decode project's doctor also checks the decode contract,
-a cache_compile project's the cache folder.
+build_model() across that many ranks. The model line runs your model eagerly where the MRE would
+(rehearsal.py): a model that only builds is not one that runs. A decode project's doctor also
+checks the decode contract, a cache_compile project's the cache folder.
 
 Exit 0 when the MRE runs in graph mode (npugraph_ex) on this machine, 1 when it runs but falls
 back to a stand-in, 2 when it cannot run at all. Whatever is broken, it reports instead of
@@ -254,10 +255,14 @@ def first_of(paths: list[Path]) -> str:
 
 
 def check_model() -> Check:
-    """build_model() and example_inputs() run and keep the contract: else nothing can run."""
+    """build_model() and example_inputs() run and keep the contract, and the model runs eagerly
+    as the MRE runs it (rehearsal.py): else nothing can run."""
     import torch
 
+    from .backend import npu_status
     from .contract import ContractError, constant_inputs, constant_note, describe_tree, to_device
+    from .rehearsal import rehearse
+    from .state import StateOutOfSight
 
     fix = "fix model.py: README, section 'Your own model'"
     try:
@@ -275,9 +280,29 @@ def check_model() -> Check:
         detail = f"build_model() returned {type(model).__name__}, not a torch.nn.Module"
         return Check("model", "FAIL", detail, fix, blocking=True)
     detail = f"build_model() gives {type(model).__name__}, example_inputs() {describe_tree(inputs)}"
-    if constants := constant_inputs(inputs):
-        # Graph mode runs, so a WARN, not a FAIL: but new values recompile, then fail.
-        notes = [constant_note(path, value) for path, value in constants]
+    notes = [constant_note(path, value) for path, value in constant_inputs(inputs)]
+    device = "npu" if npu_status()[0] else "cpu"
+    try:
+        # On the MRE's device: a model that only builds is not a model that runs.
+        rehearse(model.to(device).eval(), to_device(inputs, device))
+    except StateOutOfSight as error:
+        # The MRE runs it, so a WARN: but every tool that compares it with graph mode refuses it.
+        refusal = (
+            "it runs eagerly, but the tools that compare it with graph mode refuse it: "
+            + "; ".join(error.found),
+            error.fix,
+        )
+        notes.insert(0, refusal)
+    except ContractError as error:  # EagerFailure, or the decode contract broken
+        return Check("model", "FAIL", f"{detail}; but {error}".splitlines()[0], fix, blocking=True)
+    except Exception as error:  # noqa: BLE001  (moving it to the device may fail too)
+        what = f"{detail}; but it cannot run on {device}: {type(error).__name__}: {error}"
+        return Check("model", "FAIL", what.splitlines()[0], fix, blocking=True)
+    else:
+        ran = "the prompt's prefill and one decode step run" if project.DECODE else "one step runs"
+        detail += f"; {ran} eagerly on {device}"
+    if notes:
+        # The MRE runs, so a WARN, not a FAIL: but new constant values recompile, then fail.
         detail += "; " + "; ".join(what for what, _ in notes)
         return Check("model", "WARN", detail, "; ".join(fix for _, fix in notes))
     return Check("model", "OK", detail)

@@ -21,8 +21,9 @@ cache only those heads, and rank 0 prints. Every rank must choose the same token
 
 Exit 0: generated, and graph mode chose the tokens eager chose. 1: they differ (`python -m
 <package> check` compares one step leaf by leaf). 2: the request cannot run (a batch above the
-largest capture size, a prompt plus new tokens longer than MAX_SEQ_LEN): every reason it cannot
-is a line on stderr.
+largest capture size, a prompt plus new tokens longer than MAX_SEQ_LEN: every reason it cannot
+is a line on stderr), or the model cannot: it fails eagerly, or keeps state that the tools cannot
+save and put back (rehearsal.py).
 
 A decode project's own: the template leaves this file out of forward projects.
 """
@@ -43,6 +44,7 @@ from . import project
 from .backend import select_backend
 from .contract import ContractError, to_device
 from .decode import DecodeGraphs, Step, limits, logits_of
+from .rehearsal import built, rehearse
 from .report import synchronize
 from .state import restore, save
 
@@ -78,14 +80,22 @@ def build(backend: Backend, ranks: Ranks | None = None) -> tuple[torch.nn.Module
     torch.manual_seed(0)
     if ranks is None:
         device = backend.device
-        model = build_model().to(device).eval()
+        model = built(build_model).to(device).eval()
     else:
         # Only a tensor-parallel project's model.py has a plan.
         from ..model import parallel_plan
 
         device = ranks.device
-        model = ranks.shard(build_model().to(device).eval(), parallel_plan(ranks.size))
+        model = ranks.shard(built(build_model).to(device).eval(), parallel_plan(ranks.size))
     bounds = limits()
+    # The random generator as build_model() left it, for the caller's example_inputs().
+    with torch.random.fork_rng(devices=[]):
+        (prompt,) = to_device(example_inputs(), device)
+    # Before anything compiles, the MRE's eager calls on the prompt: refuse a model that fails
+    # eagerly, or keeps state out of sight. A prompt the cache cannot hold, the callers refuse
+    # in their own words.
+    if prompt.shape[0] <= bounds.max_batch and prompt.shape[1] < bounds.max_seq_len:
+        rehearse(model, (prompt,))
     if project.CACHE_COMPILE:
         from .compile_cache import cached_steps
 
@@ -141,12 +151,17 @@ def run(
     """Run `loop` greedily, eagerly then in graph mode, then in graph mode with `sample`, each
     from the same prompt and starting state (with tensor parallelism, as this rank of `ranks`)."""
     backend = select_backend()
+    # The request first: one the cache cannot hold is refused before a model is built. Only the
+    # prompt's shape counts here; its tokens are drawn after build_model(), as the MRE draws them.
+    with torch.random.fork_rng(devices=[]):
+        shape = prompt_of(batch, "cpu").shape
+    bounds = limits()
+    requested = shape[0] if batch is None else batch
+    if refused := bounds.refusals(shape[1], new_tokens, requested):
+        raise ValueError("\n".join(refused))
+    size = bounds.capture_size(shape[0])
     model, graphs = build(backend, ranks)
     prompt = prompt_of(batch, backend.device if ranks is None else ranks.device)
-    requested = prompt.shape[0] if batch is None else batch
-    if refused := graphs.limits.refusals(prompt.shape[1], new_tokens, requested):
-        raise ValueError("\n".join(refused))
-    size = graphs.limits.capture_size(prompt.shape[0])
     with torch.no_grad():
         start = save(model)
         warmup = graphs.warm_up()

@@ -23,7 +23,8 @@ With tensor parallelism every rank writes its own trace (worker rank<RANK>); ran
 slowest rank's figures (the highest graph host time per step) and every rank's trace.
 
 Exit status: 0 after a run, 2 if the backend cannot run here, --out or --plot cannot be written,
-or --plot lacks matplotlib.
+--plot lacks matplotlib, or the model cannot be profiled: it fails eagerly, or keeps state that the
+tools cannot save and put back (rehearsal.py), so its graph steps would not be what one step is.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import contextlib
 import csv
 import importlib.util
 import json
+import os
 import statistics
 import sys
 from collections import Counter, defaultdict
@@ -47,7 +49,7 @@ from torch.profiler import record_function
 from . import project
 from .backend import Backend, select_backend
 from .bench import at_least, graph_of, seeded_model
-from .contract import describe_tree
+from .contract import ContractError, describe_tree
 from .report import synchronize
 
 if TYPE_CHECKING:
@@ -553,6 +555,25 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     except (RuntimeError, ValueError) as error:
         print(f"profile: {error}", file=sys.stderr)
         return 2
+    try:
+        result = profiled(backend, args)
+    except ContractError as error:
+        # Every rank reads the same model.py: each refuses it alike, before anything compiled.
+        if os.environ.get("RANK", "0") == "0":
+            print(f"profile: {error}", file=sys.stderr)
+        return 2
+    if result is None:
+        return 0  # a rank other than 0: rank 0 prints
+    print(json.dumps(result) if args.json else render(result))
+    if args.plot:
+        plot(result, args.plot)
+        print(f"profile: plot written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def profiled(backend: Backend, args: argparse.Namespace) -> dict[str, Any] | None:
+    """Profile this process's run (with tensor parallelism, this rank's under torchrun): the result
+    to print, or None on a rank other than 0."""
     # torch_npu's profiler prints its progress on stdout (print_info_msg, profiler/analysis/
     # prof_common_func/_constant.py), and so may your model: it would spoil the table and JSON.
     if project.TENSOR_PARALLEL:
@@ -564,17 +585,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             tensor_parallel(backend.device) as ranks,
         ):
             results = ranks.gather(run(backend, args.steps, args.out, ranks))
-        if not ranks.is_first:
-            return 0
-        result = slowest_rank(results, ranks)
-    else:
-        with contextlib.redirect_stdout(sys.stderr), torch.no_grad():
-            result = run(backend, args.steps, args.out)
-    print(json.dumps(result) if args.json else render(result))
-    if args.plot:
-        plot(result, args.plot)
-        print(f"profile: plot written to {args.plot}", file=sys.stderr)
-    return 0
+        return slowest_rank(results, ranks) if ranks.is_first else None
+    with contextlib.redirect_stdout(sys.stderr), torch.no_grad():
+        return run(backend, args.steps, args.out)
 
 
 if __name__ == "__main__":

@@ -5,17 +5,26 @@ marked and the module holds in an attribute (transformers' StaticCache keeps its
 lists of layer objects). A graph must leave the same state as eager: a dropped or misplaced cache
 write changes no output of this call, only the next one's. So every comparison of graph mode
 with eager starts each side from the same saved state and compares the state after it too.
+
+What a call makes or changes outside that state, save() cannot keep and restore() cannot put back:
+a tensor that appears at the first call (a cache allocated lazily, as transformers' StaticCache is
+without early_initialization()), or a Python number that a call advances (transformers'
+sliding-window cache layers count tokens in one). Runs compared from "the same state" would then
+start from different ones, and Dynamo bakes each such number into the graph, so every new value
+compiles another. watching() looks for both around a call, and refuses the model naming each.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import nn
 
-from .contract import Mismatch, leaf_mismatch
+from .contract import ContractError, Mismatch, leaf_mismatch
 
 State = dict[str, torch.Tensor]
 """Each state tensor by its path in the model: `layers.0.k_cache`, `cache.layers[0].keys`."""
@@ -25,41 +34,61 @@ DEPTH = 4
 # What every module holds: its parameters, buffers and submodules (found otherwise) and its hooks.
 # Any other attribute, a private one too, may hold a cache.
 MODULE_OWN = frozenset(vars(nn.Module()))
+NUMBER = (bool, int, float)
+"""The Python numbers Dynamo guards on where forward reads them."""
 
 
 def state_tensors(model: nn.Module) -> State:
     """The model's own state tensors, live (not copies)."""
     found: State = dict(model.named_buffers(remove_duplicate=False))
     seen = {id(tensor) for tensor in found.values()}
+    for path, value in held(model):
+        if is_marked(value) and id(value) not in seen:
+            seen.add(id(value))
+            found[path] = value
+    return found
+
+
+def is_marked(value: Any) -> bool:
+    """Whether `value` is a tensor that mark_static_address marked (a parameter is no state)."""
+    return (
+        isinstance(value, torch.Tensor)
+        and hasattr(value, "_dynamo_static_input_type")
+        and not isinstance(value, nn.Parameter)
+    )
+
+
+def held(model: nn.Module) -> Iterator[tuple[str, Any]]:
+    """Each tensor and Python number that the model's modules hold in attributes of their own
+    (not their parameters, buffers or submodules), with its path."""
     for name, module in model.named_modules():
         prefix = f"{name}." if name else ""
         for attribute, value in vars(module).items():
             if attribute in MODULE_OWN:
                 continue
-            for path, tensor in marked(value, f"{prefix}{attribute}", DEPTH):
-                if id(tensor) not in seen:
-                    seen.add(id(tensor))
-                    found[path] = tensor
-    return found
+            yield from reachable(value, f"{prefix}{attribute}", DEPTH)
 
 
-def marked(value: Any, path: str, depth: int) -> Iterator[tuple[str, torch.Tensor]]:
-    """Each tensor under `value` that mark_static_address marked, with its path."""
+def reachable(value: Any, path: str, depth: int) -> Iterator[tuple[str, Any]]:
+    """Each tensor (but parameters) and Python number under `value`, with its path."""
     if isinstance(value, torch.Tensor):
-        if hasattr(value, "_dynamo_static_input_type") and not isinstance(value, nn.Parameter):
+        if not isinstance(value, nn.Parameter):
             yield path, value
         return
-    if depth == 0 or isinstance(value, nn.Module | str | bytes | int | float | bool | type(None)):
+    if isinstance(value, NUMBER):
+        yield path, value
+        return
+    if depth == 0 or isinstance(value, nn.Module | str | bytes | type(None)):
         return  # a module's own tensors come from named_modules()
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            yield from marked(item, f"{path}[{index}]", depth - 1)
+            yield from reachable(item, f"{path}[{index}]", depth - 1)
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from marked(item, f"{path}[{key!r}]", depth - 1)
+            yield from reachable(item, f"{path}[{key!r}]", depth - 1)
     elif hasattr(value, "__dict__") and not isinstance(value, type):
         for attribute, item in vars(value).items():
-            yield from marked(item, f"{path}.{attribute}", depth - 1)
+            yield from reachable(item, f"{path}.{attribute}", depth - 1)
 
 
 def save(model: nn.Module) -> State:
@@ -96,3 +125,104 @@ def state_mismatches(actual: State, expected: State) -> list[Mismatch]:
         if mismatch := leaf_mismatch(f"state {path}", actual[path], want, {}):
             found.append(mismatch)
     return found
+
+
+Sighting = dict[str, Any]
+"""Every tensor the model holds (its buffers, and tensors in its other attributes) and every Python
+number in its attributes, by path: what a call could make or change out of save()'s sight."""
+
+FIRST_CALL = "during the first call"
+"""When a tool's first eager call made or changed it: the prompt's prefill in a decode project."""
+DECODE_STEP = "during the first decode step"
+"""When the eager decode step after the prefill made or changed it."""
+
+
+OUT_OF_SIGHT = (
+    "the model keeps state that the tools cannot save and put back, so no run can start from "
+    "the state another started from:"
+)
+APPEARED_FIX = (
+    "allocate every tensor the model keeps when build_model() builds it, not at its first call "
+    "(a transformers StaticCache: call its early_initialization() there)"
+)
+CHANGED_FIX = (
+    "hold what a call advances in a tensor, written in place: graph mode bakes a Python number "
+    "into the graph, and every new value compiles another"
+)
+WINDOW_FIX = (
+    "; transformers' sliding-window cache layers count tokens in a Python int "
+    "(cumulative_length_int): turn the sliding window off when MAX_SEQ_LEN fits in it (README, "
+    "section 'A transformers Llama with a StaticCache')"
+)
+
+
+class StateOutOfSight(ContractError):
+    """A call made a tensor, or changed a number, that the model holds outside what save() keeps,
+    so no tool can start eager and graph mode from one state. `found` names each, `fix` the cure."""
+
+    def __init__(self, found: list[str], fix: str) -> None:
+        self.found, self.fix = found, fix
+        lines = [f"  {line}" for line in [*found, f"fix: {fix}"]]
+        super().__init__("\n".join([OUT_OF_SIGHT, *lines]))
+
+
+def sighting(model: nn.Module) -> Sighting:
+    """What the model holds now, tensors and numbers, by path (the tensors live, not copies)."""
+    return {**dict(model.named_buffers(remove_duplicate=False)), **dict(held(model))}
+
+
+def same_number(before: Any, after: Any) -> bool:
+    """Whether two numbers are one value (a NaN stays a NaN)."""
+    both_nan = isinstance(before, float) and isinstance(after, float) and math.isnan(before)
+    return before == after or (both_nan and math.isnan(after))
+
+
+def owner(path: str) -> str:
+    """The path of what holds the attribute at `path`: `cache.layers[0]` for `cache.layers[0].keys`."""
+    return path.rpartition(".")[0]
+
+
+def out_of_sight(before: Sighting, after: Sighting, when: str) -> StateOutOfSight | None:
+    """What a call did out of save()'s sight, from what the model held `before` and `after` it:
+    each tensor that appeared (at a path that held no tensor, and not one held elsewhere before:
+    a buffer that forward replaced is restore()'s to put back), and each number that changed;
+    None if nothing."""
+    known = {id(value) for value in before.values() if isinstance(value, torch.Tensor)}
+    appeared = [
+        path
+        for path, value in after.items()
+        if isinstance(value, torch.Tensor)
+        and id(value) not in known
+        and not isinstance(before.get(path), torch.Tensor)
+    ]
+    # A flag set beside a tensor that appeared (transformers' is_initialized) is part of allocating
+    # it: the allocation names it.
+    allocated = {owner(path) for path in appeared}
+    changes: dict[tuple[str, str], list[str]] = {}
+    for path, value in after.items():
+        old = before.get(path)
+        numbers = isinstance(value, NUMBER) and isinstance(old, NUMBER)
+        flag = isinstance(value, bool) and owner(path) in allocated
+        if numbers and not flag and not same_number(old, value):
+            changes.setdefault((repr(old), repr(value)), []).append(path)
+    found, fixes = [], []
+    if appeared:
+        found.append(f"{', '.join(appeared)} appeared {when}")
+        fixes.append(APPEARED_FIX)
+    for (old, new), paths in changes.items():
+        found.append(f"{', '.join(paths)} went from {old} to {new} {when}")
+    if changes:
+        changed = [path for paths in changes.values() for path in paths]
+        window = any(path.endswith(".cumulative_length_int") for path in changed)
+        fixes.append(CHANGED_FIX + (WINDOW_FIX if window else ""))
+    return StateOutOfSight(found, "; and ".join(fixes)) if found else None
+
+
+@contextmanager
+def watching(model: nn.Module, when: str) -> Iterator[None]:
+    """Raise StateOutOfSight if the block (a call of the model) makes a tensor or changes a number
+    that the model holds outside what save() keeps; `when` says which call it was."""
+    before = sighting(model)
+    yield
+    if refusal := out_of_sight(before, sighting(model), when):
+        raise refusal

@@ -1,0 +1,241 @@
+"""Before any tool compiles, the MRE's eager calls, watched: bench, generate and profile refuse a
+model that fails eagerly in one line, as check does, and one that keeps state the tools cannot save
+(a tensor made at the first call, a Python number a call advances) naming it and the fix; a model
+that passes is left as it was."""
+
+import contextlib
+import importlib
+import io
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch._dynamo.utils import counters
+
+from decode_project.model import VOCAB
+from forward_project.toolkit.backend import BACKEND_ENV
+
+TOOLS = [
+    ("bench", "forward_project"),
+    ("bench", "decode_project"),
+    ("profile", "forward_project"),
+    ("profile", "decode_project"),
+    ("generate", "decode_project"),
+]
+"""Each tool that compares graph mode with eager or runs a model many times, in each kind of
+project that has it."""
+
+
+def line_of(marker: str) -> int:
+    """The line of this file that holds `marker` (in a comment)."""
+    source = Path(__file__).read_text().splitlines()
+    return next(number for number, text in enumerate(source, 1) if marker in text)
+
+
+def module(project: str, name: str) -> types.ModuleType:
+    return importlib.import_module(f"{project}.{name}")
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch, tmp_path):
+    """No forced backend, and whatever a run writes (profile's traces) in the test's own folder."""
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def run_tool(monkeypatch, tool: str, project: str, build_model: Callable[[], nn.Module]) -> tuple[int, str]:
+    """`python -m <project> <tool>` on a model.py whose build_model() is `build_model`: the exit
+    code and what it printed on stderr. Nothing may compile before it refuses."""
+    # Each tool takes build_model from model.py when it loads: bench (profile builds through it)
+    # and, in a decode project, generation.
+    for name in ("toolkit.bench", "toolkit.generation"):
+        with contextlib.suppress(ModuleNotFoundError):
+            monkeypatch.setattr(module(project, name), "build_model", build_model)
+    monkeypatch.setattr(module(project, "model"), "build_model", build_model)
+    graphs = counters["stats"]["unique_graphs"]
+    told = io.StringIO()
+    with contextlib.redirect_stderr(told), contextlib.redirect_stdout(io.StringIO()):
+        code = module(project, "__main__").main([tool])
+    assert counters["stats"]["unique_graphs"] == graphs, "compiled before it refused"
+    return code, told.getvalue()
+
+
+class Fails(nn.Module):
+    """Fails in forward, whatever it is called with."""
+
+    def forward(self, *inputs):
+        raise ValueError("bad input")  # every tool must point at this line
+
+
+@pytest.mark.parametrize(("tool", "project"), TOOLS)
+def test_a_model_that_fails_eagerly_is_refused_in_one_line(monkeypatch, tool, project):
+    """A model that builds and fails eagerly: exit 2, one line with the error, where it arose and
+    the command that says more, before anything compiles."""
+    code, told = run_tool(monkeypatch, tool, project, Fails)
+    assert code == 2
+    assert told.splitlines() == [
+        (
+            f"{tool}: the model fails eagerly, so graph mode cannot be judged: ValueError: bad input; "
+            f"at {__file__}:{line_of('every tool must point at this line')} (forward); "
+            f"`python -m {project} check` says more"
+        )
+    ]
+
+
+def does_not_build() -> nn.Module:
+    raise ValueError("no such layer")  # every tool must point at this build
+
+
+@pytest.mark.parametrize(("tool", "project"), TOOLS)
+def test_a_model_that_does_not_build_is_refused_in_one_line(monkeypatch, tool, project):
+    """A build_model() that raises: exit 2, one line with the error, where it arose and the
+    command that says more, as check refuses it."""
+    code, told = run_tool(monkeypatch, tool, project, does_not_build)
+    assert code == 2
+    assert told.splitlines() == [
+        (
+            f"{tool}: build_model() fails, so graph mode cannot be judged: ValueError: no such "
+            f"layer; at {__file__}:{line_of('every tool must point at this build')} "
+            f"(does_not_build); `python -m {project} check` says more"
+        )
+    ]
+
+
+def logits(tokens: torch.Tensor) -> torch.Tensor:
+    """Logits (batch, n, VOCAB) for tokens (batch, n) of a decode project, or the input itself."""
+    if tokens.dtype.is_floating_point:
+        return tokens
+    return nn.functional.one_hot(tokens, VOCAB).float()
+
+
+class CountsCalls(nn.Module):
+    """Counts its calls in a Python int: a forward model's step, or a decode model's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x, *positions):
+        self.calls += 1
+        return logits(x) * self.calls
+
+
+@pytest.mark.parametrize(("tool", "project"), TOOLS)
+def test_a_number_a_call_advances_is_refused_naming_it(monkeypatch, tool, project):
+    """A Python number the model's first call advances: exit 2, a few lines naming its path, how
+    it went and the fix, before anything compiles."""
+    code, told = run_tool(monkeypatch, tool, project, CountsCalls)
+    assert code == 2
+    assert told.splitlines() == [
+        (
+            f"{tool}: the model keeps state that the tools cannot save and put back, so no run can "
+            "start from the state another started from:"
+        ),
+        "  calls went from 0 to 1 during the first call",
+        (
+            "  fix: hold what a call advances in a tensor, written in place: graph mode bakes a Python "
+            "number into the graph, and every new value compiles another"
+        ),
+    ]
+
+
+class Layer:
+    """A cache layer allocated at its first update, as transformers' StaticCache allocates one
+    without early_initialization()."""
+
+    def update(self, x: torch.Tensor) -> torch.Tensor:
+        if not hasattr(self, "keys"):
+            self.keys = torch.zeros_like(x)
+        return self.keys.copy_(x)
+
+
+class AllocatesAtFirstCall(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache = types.SimpleNamespace(layers=[Layer()])
+
+    def forward(self, x, *positions):
+        return self.cache.layers[0].update(logits(x))
+
+
+@pytest.mark.parametrize(("tool", "project"), TOOLS)
+def test_a_tensor_made_at_the_first_call_is_refused_naming_it(monkeypatch, tool, project):
+    """A tensor the model's first call makes: exit 2, naming its path and the fix, before
+    anything compiles."""
+    code, told = run_tool(monkeypatch, tool, project, AllocatesAtFirstCall)
+    assert code == 2
+    assert told.splitlines()[1:] == [
+        "  cache.layers[0].keys appeared during the first call",
+        (
+            "  fix: allocate every tensor the model keeps when build_model() builds it, not at its "
+            "first call (a transformers StaticCache: call its early_initialization() there)"
+        ),
+    ]
+
+
+class CountsDecodeSteps(nn.Module):
+    """Counts its decode steps (calls of one token) in a Python int: prefill leaves it alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = 0
+
+    def forward(self, tokens, input_pos):
+        if tokens.shape[1] == 1:
+            self.steps += 1
+        return logits(tokens) * (self.steps + 1)
+
+
+@pytest.mark.parametrize("tool", ["bench", "generate"])
+def test_a_number_the_decode_step_advances_is_refused_naming_the_step(monkeypatch, tool):
+    """A number only the decode step advances is caught there, and named as the first decode
+    step's doing, not the prefill's."""
+    code, told = run_tool(monkeypatch, tool, "decode_project", CountsDecodeSteps)
+    assert code == 2
+    assert told.splitlines()[1] == "  steps went from 0 to 1 during the first decode step"
+
+
+@pytest.mark.parametrize("project", ["forward_project", "decode_project"])
+def test_a_rehearsal_leaves_the_state_as_it_was(project):
+    """After the rehearsal, the sample's state (a decode model's KV cache, which its prefill and
+    decode step write) holds what it held before."""
+    model_py = module(project, "model")
+    state = module(project, "toolkit.state")
+    torch.manual_seed(0)
+    built = model_py.build_model()
+    before = state.save(built)
+    module(project, "toolkit.rehearsal").rehearse(built, model_py.example_inputs())
+    assert state.state_mismatches(state.save(built), before) == []
+
+
+class Draws(nn.Module):
+    """Draws a random number on every call, as a sampler inside forward would."""
+
+    def forward(self, x):
+        return x + 0 * torch.rand(())
+
+
+def test_a_rehearsal_leaves_the_random_generator_where_it_was():
+    """A model that draws random numbers: after the rehearsal the generator draws what it would
+    have drawn without it, so a tool's next draw (its inputs) is the MRE's."""
+    drawn = torch.get_rng_state()
+    module("forward_project", "toolkit.rehearsal").rehearse(Draws(), (torch.ones(2),))
+    assert torch.equal(torch.get_rng_state(), drawn)
+
+
+def test_generate_s_prompt_is_the_mre_s_after_the_rehearsal(monkeypatch):
+    """generation.build() rehearses on example_inputs(), yet the prompt its callers draw next is
+    the one the MRE draws after build_model()."""
+    model_py = module("decode_project", "model")
+    generation = module("decode_project", "toolkit.generation")
+    backend = module("decode_project", "toolkit.backend").select_backend()
+    torch.manual_seed(0)
+    model_py.build_model()
+    (expected,) = model_py.example_inputs()
+    torch._dynamo.reset()
+    generation.build(backend)
+    (prompt,) = model_py.example_inputs()
+    assert torch.equal(prompt, expected)

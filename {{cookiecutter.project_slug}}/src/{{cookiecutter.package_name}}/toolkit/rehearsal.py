@@ -1,0 +1,77 @@
+"""What the MRE runs eagerly, run once by a tool before it compiles anything, and watched.
+
+bench, generate and profile compare graph mode with eager or run a model many times, and the doctor
+says whether a model runs: each first runs the model eagerly as the MRE does (in a decode project
+the prompt's prefill, then the first decode step; elsewhere one step) through rehearse(). A model
+that fails there is refused in one line, as `check` refuses it, rather than failing later inside a
+compile with a traceback. One whose calls make a tensor or change a Python number outside the state
+the tools save and put back is refused naming each and the fix (state.watching()). Otherwise the
+model's state and the random number generator are put back, and the tool goes on as if nothing ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import project
+from .contract import ContractError
+from .state import DECODE_STEP, FIRST_CALL, restore, save, watching
+
+
+class EagerFailure(ContractError):
+    """The model fails to build, or to run eagerly on example_inputs(), so graph mode cannot be
+    judged: the message names the error, where it arose, and the command that says more."""
+
+
+def eager_failure(error: BaseException, what: str = "the model fails eagerly") -> EagerFailure:
+    """The one-line refusal of a model whose build or eager run raised `error`."""
+    # check's own words for an error and its place: every tool refuses as check does.
+    from .check import error_frame, first_line
+
+    where = error_frame(error)
+    at = f"; at {where}" if where else ""
+    return EagerFailure(
+        f"{what}, so graph mode cannot be judged: {first_line(error)}{at}; "
+        f"`python -m {project.PACKAGE} check` says more"
+    )
+
+
+def built(build_model: Callable[[], nn.Module]) -> nn.Module:
+    """build_model()'s model; a build_model() that raises is refused in one line (EagerFailure),
+    as check refuses it."""
+    try:
+        return build_model()
+    except ContractError:
+        raise
+    except Exception as error:  # the user's code may raise anything: refuse it in one line
+        raise eager_failure(error, "build_model() fails") from error
+
+
+def rehearse(model: nn.Module, inputs: tuple[Any, ...]) -> None:
+    """Run `model` eagerly on `inputs` as the MRE runs it (a decode project's inputs are
+    (prompt,)), each call watched; raise EagerFailure if it fails, StateOutOfSight if it keeps
+    state out of the tools' sight. Afterwards the model holds the state it held before, and the
+    random number generator is where it was."""
+    start = save(model)
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        try:
+            if project.DECODE:
+                from .decode import first_step
+
+                (prompt,) = inputs
+                with watching(model, FIRST_CALL):
+                    step = first_step(model, prompt)
+                with watching(model, DECODE_STEP):
+                    model(*step)
+            else:
+                with watching(model, FIRST_CALL):
+                    model(*inputs)
+        except ContractError:
+            raise  # already a refusal in its own words: state out of sight, or a contract broken
+        except Exception as error:  # the user's code may raise anything: refuse it in one line
+            raise eager_failure(error) from error
+    restore(model, start)
