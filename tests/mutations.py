@@ -889,10 +889,12 @@ MUTATIONS = (
     Mutation(
         "generate builds the model before it refuses a request",
         f"{TOOLKIT}/generation.py",
-        "    bounds = limits()\n    bounds.check_length(shape[1], new_tokens)\n"
-        "    size = bounds.capture_size(shape[0])\n    model, graphs = build(backend, ranks)\n",
-        "    model, graphs = build(backend, ranks)\n    bounds = limits()\n"
-        "    bounds.check_length(shape[1], new_tokens)\n    size = bounds.capture_size(shape[0])\n",
+        "    if refused := bounds.refusals(shape[1], new_tokens, requested):\n"
+        "        raise Refused(refused)\n    size = bounds.capture_size(shape[0])\n"
+        "    model, graphs = build(backend, ranks)\n",
+        "    model, graphs = build(backend, ranks)\n"
+        "    if refused := bounds.refusals(shape[1], new_tokens, requested):\n"
+        "        raise Refused(refused)\n    size = bounds.capture_size(shape[0])\n",
         "tests/toolkit/test_generation.py -k before_a_model_is_built",
         None,
     ),
@@ -1649,8 +1651,8 @@ MUTATIONS = (
     Mutation(
         "check ignores a forced backend that cannot run",
         f"{TOOLKIT}/check.py",
-        '        result.verdict = 2\n        result.summary = f"the MRE cannot choose its backend',
-        '        result.verdict = 0\n        result.summary = f"the MRE cannot choose its backend',
+        '        return refused(result, found, f"the MRE cannot choose its backend',
+        '        return result or refused(result, found, f"the MRE cannot choose its backend',
         "tests/toolkit/test_check.py -k cannot_run_stops",
     ),
     # Issue 29, item 4: every list a tool prints is complete (planted: cut to its first entry).
@@ -1811,8 +1813,8 @@ MUTATIONS = (
     Mutation(
         "generate prints the first line of its refusal only",
         f"{TOOLKIT}/generation.py",
-        "    for reason in str(error).splitlines():\n",
-        "    for reason in str(error).splitlines()[:1]:\n",
+        "    super().__init__(\"\\n\".join(reasons))\n        self.reasons = reasons\n",
+        "    super().__init__(\"\\n\".join(reasons))\n        self.reasons = reasons[:1]\n",
         "tests/toolkit/test_generation.py -k every_reason_a_request",
     ),
     Mutation(
@@ -1860,8 +1862,8 @@ MUTATIONS = (
     Mutation(
         "the doctor warns of the first constant input only",
         f"{TOOLKIT}/doctor.py",
-        "        notes = [constant_note(path, value) for path, value in constants]",
-        "        notes = [constant_note(path, value) for path, value in constants[:1]]",
+        "    notes = [constant_note(path, value) for path, value in constant_inputs(inputs)]",
+        "    notes = [constant_note(path, value) for path, value in constant_inputs(inputs)[:1]]",
         "tests/toolkit/test_doctor_checks.py -k constant_inputs_warn",
     ),
     Mutation(

@@ -585,7 +585,7 @@ def test_every_non_tensor_input_is_a_warning(capsys, project):
 
 def test_every_rung_that_recompiles_is_named(capsys, project):
     """A model that recompiles on its second call does so on every rung: each is a finding."""
-    code, result = run_check(capsys, project, CountsCalls, torch.ones(3))
+    code, result = run_check(capsys, project, CountsOutside, torch.ones(3))
     found = [f["what"] for f in result["findings"] if f["what"].endswith(" recompiled")]
     assert (code, found) == (1, ["eager recompiled", "aot_eager recompiled"])
 

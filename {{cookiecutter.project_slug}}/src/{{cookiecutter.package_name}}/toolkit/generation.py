@@ -158,7 +158,7 @@ def run(
     bounds = limits()
     requested = shape[0] if batch is None else batch
     if refused := bounds.refusals(shape[1], new_tokens, requested):
-        raise ValueError("\n".join(refused))
+        raise Refused(refused)
     size = bounds.capture_size(shape[0])
     model, graphs = build(backend, ranks)
     prompt = prompt_of(batch, backend.device if ranks is None else ranks.device)
@@ -273,9 +273,18 @@ def difference(result: dict[str, Any]) -> str:
     )
 
 
+class Refused(ValueError):
+    """A request that cannot run, with every reason why (each with its fix)."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__("\n".join(reasons))
+        self.reasons = reasons
+
+
 def refuse(error: Exception) -> None:
-    """Say why the request cannot run on stderr: each reason a line of its own."""
-    for reason in str(error).splitlines():
+    """Say on stderr why generate cannot run: each reason a request is refused a line of its own;
+    a refusal of the model (its indented details and fix) as it is worded."""
+    for reason in error.reasons if isinstance(error, Refused) else [str(error)]:
         print(f"generate: {reason}", file=sys.stderr)
 
 
