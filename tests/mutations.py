@@ -1813,8 +1813,8 @@ MUTATIONS = (
     Mutation(
         "generate prints the first line of its refusal only",
         f"{TOOLKIT}/generation.py",
-        "    super().__init__(\"\\n\".join(reasons))\n        self.reasons = reasons\n",
-        "    super().__init__(\"\\n\".join(reasons))\n        self.reasons = reasons[:1]\n",
+        '    super().__init__("\\n".join(reasons))\n        self.reasons = reasons\n',
+        '    super().__init__("\\n".join(reasons))\n        self.reasons = reasons[:1]\n',
         "tests/toolkit/test_generation.py -k every_reason_a_request",
     ),
     Mutation(
