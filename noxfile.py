@@ -1,5 +1,5 @@
 """Tasks for the template repository: `nox -s demo`, `nox -s tests`, `nox -s lint`, `nox -s speed`,
-`nox -s copier_yml`, `nox -s mutations`, `nox -s mutation_score`."""
+`nox -s copier_yml`, `nox -s works_with`, `nox -s mutations`, `nox -s mutation_score`."""
 
 from __future__ import annotations
 
@@ -83,6 +83,15 @@ def copier_yml(session: nox.Session) -> None:
     """Write copier.yml's questions from cookiecutter.json again (cog), after a change to either."""
     session.install(COG, "jinja2")  # copier_support/hook_rules.py, which the questions call, imports it
     session.run("cog", "-r", "-I", "copier_support", "copier.yml")
+
+
+@nox.session
+def works_with(session: nox.Session) -> None:
+    """Run each model of tests/works_with.py through every tool in a fresh bake, and write the
+    results (tests/works_with.json) and the generated README's "Models it works with" table
+    anew. `nox -s works_with -- GPT-2` runs one model again; `-- --workers 1` on fewer cores."""
+    session.install(*FULL_DEPENDENCIES)
+    session.run("python", "tests/works_with.py", *session.posargs)
 
 
 @nox.session

@@ -1,9 +1,10 @@
 """Bring your own model: real models replace model.py in a fresh bake, and every tool still works.
 
 Each model in tests/own_models/ is dropped into a baked project as a user would, then run through
-the MRE, `check`, `bench`, `export` (and `generate` in a decode project) and the project's own test
-suite, which runs the portable export in an empty folder. One graph-breaking model must fail loudly
-and briefly.
+the MRE, `check`, `bench`, `export` and the project's own test suite, which runs the portable
+export in an empty folder. One graph-breaking model must fail loudly and briefly; models the
+tools cannot judge are refused in their words. The transformers models of the README's "Models
+it works with" table (the StaticCache Llama, BERT, ...) run in test_works_with.py.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import re
 from pathlib import Path
 
 import pytest
+import tool_runs
 from conftest import bake, package_of, run_in
+from tool_runs import assert_runs_here
+from works_with import CASES as WORKS_WITH
 
 OWN_MODELS = Path(__file__).parent / "own_models"
 
@@ -30,64 +34,12 @@ def drop_in(project: Path, files: dict[str, str | tuple[str, ...]], **placeholde
         (package / target).write_text(text)
 
 
-# Runs, in one process (one import of torch and of the model's libraries), what a user runs after
-# replacing model.py: the MRE, each tool, then the project's own test suite.
-TOOLS = """\
-import contextlib, io, json, runpy, sys, pytest, torch
-{before}
-from {package}.__main__ import main
-
-results = {{}}
-printed, told = io.StringIO(), io.StringIO()
-with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(told):
-    output = runpy.run_module("{package}.mre", run_name="__main__")["infer_one_step"]()
-results["mre"] = [0, printed.getvalue(), told.getvalue()]
-commands = {{
-    **{extra},
-    "check": ["check", "--json"],
-    "bench": ["bench", "--iters", "3", "--warmup", "1", "--json"],
-    "doctor": ["doctor", *{doctor}],
-    "export-portable": ["export", "-o", "exported_portable.py", "--target", "portable"],
-    "export-npu": ["export", "-o", "exported_npu.py", "--target", "npu"],
-}}
-for name, command in commands.items():
-    torch._dynamo.reset()
-    printed, told = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(told):
-        code = main(command)
-    results[name] = [code, printed.getvalue(), told.getvalue()]
-print("RESULTS " + json.dumps(results))
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider"]))
-"""
-
-
-def run_tools(
-    project: Path, before: str = "", extra: dict[str, list[str]] | None = None, **answers: str
-) -> dict[str, tuple[int, str, str]]:
-    """Each tool's exit code, stdout and stderr (after the code `before`, in the same process;
-    the `extra` commands first); the project's own suite must pass after them."""
-    doctor = ["--nproc-per-node", "2"] if answers.get("parallel") == "tensor_parallel" else []
-    extra = json.dumps(extra or {})
-    program = TOOLS.format(package=package_of(project), doctor=doctor, before=before, extra=extra)
-    result = run_in(project, "-c", program)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULTS ")]
-    return {name: tuple(outcome) for name, outcome in json.loads(line.removeprefix("RESULTS ")).items()}
-
-
-def assert_runs_here(results: dict[str, tuple[int, str, str]]) -> None:
-    """The MRE, check, bench and the doctor: one graph, ready, same output, no FAIL."""
-    assert "backend     aot_eager" in results["mre"][1]
-    assert "1 graph" in results["mre"][1]
-    check_code, check_json, _ = results["check"]
-    assert check_code == 0, check_json
-    assert json.loads(check_json)["verdict"] == 0
-    bench_code, bench_json, _ = results["bench"]
-    assert bench_code == 0
-    assert json.loads(bench_json)["outputs_match"] is True
-    doctor_code, doctor_report, _ = results["doctor"]
-    assert doctor_code == 1, doctor_report  # off an NPU graph mode falls back, nothing fails
-    assert not re.search(r"^FAIL", doctor_report, re.MULTILINE), doctor_report
+def run_tools(project: Path, **keywords) -> dict[str, tuple[int, str, str]]:
+    """Each tool's exit code, stdout and stderr (tool_runs.run_tools's keywords); the project's
+    own suite, run after them in the same process, must pass."""
+    ran = tool_runs.run_tools(project, **keywords)
+    assert ran.suite_code == 0, ran.output[-6000:]
+    return ran.results
 
 
 TENSOR_PARALLEL = {"parallel": "tensor_parallel"}
@@ -116,7 +68,6 @@ CASES = {
         {"model.py": "calls_custom_op.py"},
         {"custom_op": "out_of_place", "op_registration": "torch_library"},
     ),
-    "transformers BERT on three LongTensors, a ModelOutput": ({"model.py": "bert.py"}, {}),
     "bfloat16 MLP": ({"model.py": "bf16_mlp.py"}, {}),
     "CNN on images": ({"model.py": "cnn.py"}, {}),
     "tuple output holding an int and None": ({"model.py": "int_and_none_output.py"}, {}),
@@ -149,86 +100,19 @@ def test_every_tool_runs_your_model(case, tmp_path):
     assert results["export-portable"][0] == 0, results["export-portable"][2]
 
 
-@pytest.mark.slow
-@pytest.mark.full
-def test_a_transformers_llama_behind_a_static_cache_generates(tmp_path):
-    """A decode project's own model, the README's Llama holding a transformers StaticCache: the
-    MRE, check, bench (at its capture size), the doctor, export, generate and the project's own
-    suite all run, and graph mode generates eager's tokens."""
-    project = bake(tmp_path / "bake", workload="decode")
-    drop_in(project, {"model.py": "static_cache_llama.py"})
-
-    generate = ["generate", "--json", "--new-tokens", "4"]
-    results = run_tools(project, extra={"generate": generate}, workload="decode")
-    assert_runs_here(results)
-    assert results["export-npu"][0] == 0, results["export-npu"][2]
-    assert results["export-portable"][0] == 0, results["export-portable"][2]
-    code, printed, told = results["generate"]
-    assert code == 0, told
-    generated = json.loads(printed)
-    assert (generated["matches_eager"], generated["graphs"], generated["recompiles"]) == (True, 1, [])
-    assert {len(tokens) for tokens in generated["tokens"]} == {generated["prompt_length"] + 4}
-
-
 STATIC_CACHE = (OWN_MODELS / "static_cache_llama.py").read_text()
-LLAMA_CONFIG = re.search(r"CONFIG = LlamaConfig\(.*?\n\)\n", STATIC_CACHE, re.DOTALL)[0]
-SMALL = """
-    vocab_size=512,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,"""
-FAMILIES = {
-    # Sliding-window attention in every layer; a window the cache fits in.
-    "mistral": ("MistralConfig", "MistralForCausalLM", f"{SMALL}\n    sliding_window=4096,"),
-    # A sliding layer with its own rotary base, and a full one.
-    "gemma3": (
-        "Gemma3TextConfig",
-        "Gemma3ForCausalLM",
-        (
-            f'{SMALL}\n    head_dim=16,\n    sliding_window=512,\n    layer_types=["sliding_attention", '
-            '"full_attention"],'
-        ),
-    ),
-    # head_dim 128 of its own, where the wrapper computes 64 // 4.
-    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", SMALL),
-}
 
 
-def static_cache_model(family: str, *edits: tuple[str, str]) -> str:
-    """The README's StaticCache wrapper around a small config of another transformers family,
-    then `edits` (old, new) made to it as a user might."""
-    config, model, fields = FAMILIES[family]
-    text = STATIC_CACHE.replace(LLAMA_CONFIG, f"CONFIG = {config}({fields}\n)\n")
-    text = text.replace("LlamaConfig", config).replace("LlamaForCausalLM", model)
+def edited(text: str, *edits: tuple[str, str]) -> str:
+    """A model.py with `edits` (old, new) made to it, as a user might."""
     for old, new in edits:
-        assert old in text, old
+        assert text.count(old) == 1, old
         text = text.replace(old, new)
     return text
 
 
 def use_model(project: Path, text: str) -> None:
     (project / "src" / package_of(project) / "model.py").write_text(text)
-
-
-@pytest.mark.slow
-@pytest.mark.full
-@pytest.mark.parametrize("family", ["mistral", "gemma3"])
-def test_the_static_cache_wrapper_runs_sliding_window_configs(family, tmp_path):
-    """The README's wrapper on a sliding-window config whose window holds MAX_SEQ_LEN (its cache
-    built with the window off): the MRE, check, bench, the doctor, export, generate and the
-    project's own suite all run, and graph mode generates eager's tokens."""
-    project = bake(tmp_path / "bake", workload="decode")
-    use_model(project, static_cache_model(family))
-
-    generate = ["generate", "--json", "--new-tokens", "4"]
-    results = run_tools(project, extra={"generate": generate}, workload="decode")
-    assert_runs_here(results)
-    code, printed, told = results["generate"]
-    assert code == 0, told
-    generated = json.loads(printed)
-    assert (generated["matches_eager"], generated["graphs"], generated["recompiles"]) == (True, 1, [])
 
 
 # Runs each tool that compares graph mode with eager, then the doctor, in one process.
@@ -247,9 +131,7 @@ print("RESULTS " + json.dumps(results))
 """
 # The wrapper's early allocation of the cache, which a user may leave out.
 EARLY_INITIALIZATION = (
-    "        head_dim = CONFIG.hidden_size // CONFIG.num_attention_heads\n"
-    "        heads = CONFIG.num_key_value_heads\n"
-    "        self.cache.early_initialization(MAX_BATCH, heads, head_dim, self.lm.dtype, device)\n"
+    "        self.cache.early_initialization(MAX_BATCH, kv_heads, head_dim, self.lm.dtype, device)\n"
 )
 REFUSED = {
     # The wrapper without early_initialization(): StaticCache allocates at the first forward.
@@ -263,16 +145,16 @@ REFUSED = {
     ),
     # The wrapper as it was, its cache built from the config: sliding-window layers.
     "a sliding-window cache": (
-        static_cache_model("mistral", ("config=cache_config(CONFIG)", "config=CONFIG")),
+        edited(WORKS_WITH["Mistral"].model, ("config=cache_config(CONFIG)", "config=CONFIG")),
         "WARN",
         (
             "cache.layers[0].cumulative_length_int, cache.layers[1].cumulative_length_int went from 0 "
             "to 8 during the first call"
         ),
     ),
-    # The wrapper's head size, 64 // 4, where Qwen3's is 128: the cache's shape is wrong.
+    # The head size as hidden_size / heads, 64 // 2, where Qwen3's is 128: the cache's shape is wrong.
     "a model that fails eagerly": (
-        static_cache_model("qwen3"),
+        edited(WORKS_WITH["Qwen3"].model, ('getattr(CONFIG, "head_dim", None) or ', "")),
         "FAIL",
         "RuntimeError: index_copy_(): Source/destination tensor must have same slice shapes.",
     ),

@@ -2,9 +2,10 @@ import copy
 
 import torch
 from torch import nn
-from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
+from transformers import AutoModelForCausalLM, LlamaConfig, StaticCache
 
-# A small Llama built from its config: random weights, nothing to download.
+# A small Llama built from its config: random weights, nothing to download. Another family's
+# config (and its import) is the only change another model needs: see which fields differ below.
 CONFIG = LlamaConfig(
     vocab_size=512,
     hidden_size=64,
@@ -44,7 +45,8 @@ class StaticCacheLM(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.lm = LlamaForCausalLM(CONFIG)
+        # The config's own class: LlamaForCausalLM here, Qwen3ForCausalLM for a Qwen3Config, ...
+        self.lm = AutoModelForCausalLM.from_config(CONFIG)
         self.allocate_cache(torch.device("cpu"))
 
     def allocate_cache(self, device: torch.device) -> None:
@@ -52,9 +54,12 @@ class StaticCacheLM(nn.Module):
         tool saves the state the model starts from, and the cache is part of it."""
         # Sliding-window cache layers count tokens in a Python int: graph mode would bake it in.
         self.cache = StaticCache(config=cache_config(CONFIG), max_cache_len=MAX_SEQ_LEN)
-        head_dim = CONFIG.hidden_size // CONFIG.num_attention_heads
-        heads = CONFIG.num_key_value_heads
-        self.cache.early_initialization(MAX_BATCH, heads, head_dim, self.lm.dtype, device)
+        # The sizes the model's attention uses: a config's own head_dim (Qwen3's, Gemma's) before
+        # hidden_size / heads, and a KV head per head where a config has no grouped queries (GPT-2).
+        heads = CONFIG.num_attention_heads
+        head_dim = getattr(CONFIG, "head_dim", None) or CONFIG.hidden_size // heads
+        kv_heads = getattr(CONFIG, "num_key_value_heads", None) or heads
+        self.cache.early_initialization(MAX_BATCH, kv_heads, head_dim, self.lm.dtype, device)
 
     def _apply(self, fn, recurse=True):
         # model.to(device) moves parameters and buffers; a StaticCache is neither: allocate it

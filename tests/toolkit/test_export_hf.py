@@ -111,6 +111,16 @@ def test_a_transformers_model_behind_the_contract_is_saved_with_save_pretrained(
     assert exported.head_dim == 16
 
 
+def test_a_gpt2_is_described_in_its_own_configs_names(tmp_path, monkeypatch):
+    """A transformers GPT-2, whose config.json names its sizes n_embd and n_head: saved, and its
+    head width read as transformers reads those names, not a KeyError."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=1, n_head=2)
+    monkeypatch.setattr(model, "build_model", lambda: transformers.GPT2LMHeadModel(config))
+    exported = export_hf.export(tmp_path)
+    assert (exported.architecture, exported.head_dim) == ("GPT2LMHeadModel", 16)
+
+
 def test_the_printed_command_serves_the_folder_with_every_translated_setting(tmp_path):
     """The `vllm serve` line for an Ascend machine names the folder and the project's batch,
     length, capture sizes and npugraph_ex in vLLM's keys."""

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -93,11 +94,15 @@ def own_config() -> dict | None:
     return config
 
 
-def head_dim_of(config: dict) -> int:
-    """The width of one attention head, as vLLM's models read it: head_dim, else hidden / heads."""
-    if config.get("head_dim"):
-        return int(config["head_dim"])
-    return int(config["hidden_size"]) // int(config["num_attention_heads"])
+def head_dim_of(config: dict | object) -> int:
+    """The width of one attention head, as vLLM's models read it: head_dim, else hidden / heads.
+    `config` is config.json's dict, or a transformers config, which reads another family's
+    names as these (GPT-2's config.json says n_embd and n_head)."""
+    if isinstance(config, dict):
+        config = SimpleNamespace(**config)
+    if getattr(config, "head_dim", None):
+        return int(config.head_dim)
+    return int(config.hidden_size) // int(config.num_attention_heads)
 
 
 def dtype_of(model: nn.Module) -> torch.dtype:
@@ -145,9 +150,9 @@ def export(directory: Path) -> Exported:
             json.dumps(generation_config(), indent=2) + "\n"
         )
         kind = "own"
-    return Exported(
-        directory, config["architectures"][0], kind, dtype_of(model), head_dim_of(config)
-    )
+    # A transformers model's own config reads its family's names as vLLM's transformers does.
+    head_dim = head_dim_of(config if inner is None else inner.config)
+    return Exported(directory, config["architectures"][0], kind, dtype_of(model), head_dim)
 
 
 def parse_args(argv: Sequence[str] | None, prog: str | None) -> argparse.Namespace:

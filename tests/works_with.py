@@ -1,0 +1,370 @@
+"""The models a generated project is known to work with: small-config transformers decoders
+behind the README's StaticCache wrapper in a decode project (its CONFIG, and that import, the
+only change), and transformers encoders in a forward project, each run through every tool.
+
+The last run's verdicts are tests/works_with.json, and the generated README's "Models it works
+with" table is written from them: both are written by a run, never by hand.
+
+    python tests/works_with.py [--workers N] [NAME ...]   # what `nox -s works_with` runs
+
+runs every case (or those named), then writes the results file and the README's table anew.
+tests/test_works_with.py checks, in the full tier, that each model's run still gives its
+recorded verdicts and, in the default tier, that the README's table is the results file's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from conftest import TEMPLATE, bake, package_of
+from tool_runs import ToolRun, run_tools
+
+TESTS = Path(__file__).resolve().parent
+
+RESULTS = TESTS / "works_with.json"
+README = TEMPLATE / "{{cookiecutter.project_slug}}" / "README.md"
+OWN_MODELS = TESTS / "own_models"
+COMMAND = "nox -s works_with"
+
+WRAPPER = (OWN_MODELS / "static_cache_llama.py").read_text()
+WRAPPER_CONFIG = re.search(r"CONFIG = LlamaConfig\(.*?\n\)\n", WRAPPER, re.DOTALL)[0]
+# The sizes every decoder below is built with: the README's Llama's, but for its comment.
+SMALL = """\
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+"""
+
+
+def behind_the_wrapper(config: str, fields: str = SMALL) -> str:
+    """The README's StaticCache wrapper with CONFIG = config(fields), and its import, in place of
+    the Llama's: what a user with another family's config changes, and all they change."""
+    text = WRAPPER.replace(WRAPPER_CONFIG, f"CONFIG = {config}(\n{fields})\n")
+    return text.replace("LlamaConfig", config)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    workload: str
+    """`decode` (the StaticCache wrapper's decode bake) or `forward`."""
+    model: str
+    """model.py's text."""
+    config: str
+    """What the table says of the config: its class, and what differs from the others'."""
+    must_pass: bool = False
+    """The README's worked example, or a model the template's tests required to pass before this
+    table: every tool must pass on it, whatever the last run recorded."""
+
+
+CASES = {
+    case.name: case
+    for case in (
+        Case("Llama", "decode", WRAPPER, "`LlamaConfig`: the worked example's", must_pass=True),
+        Case("Qwen2", "decode", behind_the_wrapper("Qwen2Config"), "`Qwen2Config`"),
+        Case(
+            "Qwen3",
+            "decode",
+            behind_the_wrapper("Qwen3Config"),
+            "`Qwen3Config`: its own `head_dim`, 128, not `hidden_size / heads`",
+        ),
+        Case(
+            "Qwen3-MoE",
+            "decode",
+            behind_the_wrapper(
+                "Qwen3MoeConfig",
+                SMALL + "    num_experts=4,\n    num_experts_per_tok=2,\n    moe_intermediate_size=64,\n",
+            ),
+            "`Qwen3MoeConfig`, 4 experts, 2 a token; `head_dim` 128",
+        ),
+        Case(
+            "Mistral",
+            "decode",
+            behind_the_wrapper("MistralConfig"),
+            "`MistralConfig`: a sliding window of 4096 in every layer, off in the cache",
+            must_pass=True,
+        ),
+        Case(
+            "Gemma 3",
+            "decode",
+            behind_the_wrapper(
+                "Gemma3TextConfig",
+                SMALL + '    layer_types=["sliding_attention", "full_attention"],\n',
+            ),
+            "`Gemma3TextConfig`: a sliding layer (window 4096, its own rotary base) and a full one; "
+            "`head_dim` 256",
+            must_pass=True,
+        ),
+        Case(
+            "Phi-3",
+            "decode",
+            behind_the_wrapper("Phi3Config", SMALL + "    pad_token_id=0,\n    eos_token_id=2,\n"),
+            "`Phi3Config`: `pad_token_id` and `eos_token_id` inside the vocabulary (32000 by default)",
+        ),
+        Case(
+            "GPT-2",
+            "decode",
+            behind_the_wrapper(
+                "GPT2Config",
+                "    vocab_size=512,\n    n_embd=64,\n    n_inner=128,\n    n_layer=2,\n    n_head=2,\n"
+                "    bos_token_id=0,\n    eos_token_id=0,\n",
+            ),
+            "`GPT2Config`: `n_embd`, `n_layer`, `n_head`, `n_inner`; no `num_key_value_heads`",
+        ),
+        Case(
+            "BERT",
+            "forward",
+            (OWN_MODELS / "bert.py").read_text(),
+            "`BertModel` on three LongTensors, a ModelOutput",
+            must_pass=True,
+        ),
+        Case("ViT", "forward", (OWN_MODELS / "vit.py").read_text(), "`ViTModel` on images"),
+        Case(
+            "Whisper encoder",
+            "forward",
+            (OWN_MODELS / "whisper_encoder.py").read_text(),
+            "`WhisperModel(...).get_encoder()`: special ids inside the vocabulary",
+        ),
+        Case(
+            "T5 encoder",
+            "forward",
+            (OWN_MODELS / "t5_encoder.py").read_text(),
+            "`T5EncoderModel` on ids and a mask",
+        ),
+    )
+}
+
+TOOLS = {
+    "mre": "MRE",
+    "check": "check",
+    "bench": "bench",
+    "doctor": "doctor",
+    "export": "export",
+    "generate": "generate",
+    "suite": "tests",
+}
+"""Each verdict's key, and its column's title."""
+PASSES = "ok"
+NOT_RUN = "—"
+GENERATE = ["generate", "--json", "--new-tokens", "4"]
+
+
+def first_line(text: str) -> str:
+    """A tool's own first line; for a traceback, the exception's line, which says what failed."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return "(no message)"
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        return lines[-1]
+    return lines[0]
+
+
+def failed(reason: str) -> str:
+    return f"fails: {reason}"
+
+
+def mre_verdict(code: int | None, printed: str, told: str) -> str:
+    if code != 0:
+        return failed(first_line(told))
+    graphs = re.search(r"^first call .*", printed, re.MULTILINE)
+    if graphs is None or ", 1 graph " not in graphs[0]:
+        return failed(graphs[0] if graphs else first_line(printed))
+    return PASSES
+
+
+def check_verdict(code: int | None, printed: str, told: str) -> str:
+    if code is None:
+        return failed(first_line(told))
+    report = json.loads(printed)
+    if code == 0 and report["verdict"] == 0:
+        return PASSES
+    problems = [f for f in report["findings"] if f["severity"] == "problem"]
+    if not problems:
+        return failed(report["summary"])
+    return failed(first_line(f"{problems[0]['what']}: {problems[0]['reason']}"))
+
+
+def bench_verdict(code: int | None, printed: str, told: str) -> str:
+    if code != 0:
+        return failed(first_line(told or printed))
+    if json.loads(printed)["outputs_match"] is not True:
+        return failed("graph mode's outputs differ from eager's")
+    return PASSES
+
+
+def doctor_verdict(code: int | None, printed: str, told: str) -> str:
+    """Off an NPU graph mode falls back (exit 1); no line may FAIL, and the model's must be OK."""
+    if code is None:
+        return failed(first_line(told))
+    lines = printed.splitlines()
+    if bad := [line for line in lines if line.startswith("FAIL")]:
+        return failed(" ".join(bad[0].split()))
+    model = [line for line in lines if line.split()[1:2] == ["model"]]
+    if not model or not model[0].startswith("OK"):
+        return failed(" ".join(model[0].split()) if model else "no model line")
+    if code != 1:
+        return failed(f"exit {code} off an NPU")
+    return PASSES
+
+
+def export_verdict(*outcomes: tuple[int | None, str, str]) -> str:
+    for code, printed, told in outcomes:
+        if code != 0:
+            return failed(first_line(told or printed))
+    return PASSES
+
+
+def generate_verdict(code: int | None, printed: str, told: str) -> str:
+    """Graph mode's greedy tokens are eager's, from one graph that never recompiles."""
+    if code is None or not printed.strip():
+        return failed(first_line(told))
+    generated = json.loads(printed)
+    if not generated["matches_eager"]:
+        return failed("graph mode chose other tokens than eager")
+    if generated["graphs"] != 1 or generated["recompiles"]:
+        return failed(f"{generated['graphs']} graphs, recompiles: {'; '.join(generated['recompiles'])}")
+    if {len(tokens) for tokens in generated["tokens"]} != {generated["prompt_length"] + 4}:
+        return failed("not 4 new tokens a sequence")
+    if code != 0:
+        return failed(first_line(told))
+    return PASSES
+
+
+def suite_verdict(run: ToolRun) -> str:
+    """The project's own tests: pass, or the first failing test's name and its first line."""
+    if run.suite_code == 0:
+        return PASSES
+    summary = re.findall(r"^(?:FAILED|ERROR) (\S+)(?: - (.*))?$", run.output, re.MULTILINE)
+    if not summary:
+        return failed(first_line(run.output))
+    test, reason = summary[0]
+    name = test.rpartition("::")[2]
+    return failed(f"{name}: {reason}" if reason else name)
+
+
+def verdicts(run: ToolRun, workload: str) -> dict[str, str]:
+    """Each tool's verdict on one run: `ok`, or `fails: ` and the tool's own first line."""
+    results = run.results
+    if "mre" not in results:  # the program itself died: each tool says so
+        return {tool: failed(first_line(run.output)) for tool in TOOLS}
+    found = {
+        "mre": mre_verdict(*results["mre"]),
+        "check": check_verdict(*results["check"]),
+        "bench": bench_verdict(*results["bench"]),
+        "doctor": doctor_verdict(*results["doctor"]),
+        "export": export_verdict(results["export-portable"], results["export-npu"]),
+        "generate": generate_verdict(*results["generate"]) if workload == "decode" else NOT_RUN,
+        "suite": suite_verdict(run),
+    }
+    return {tool: found[tool] for tool in TOOLS}
+
+
+def run_case(case: Case, project: Path) -> tuple[dict[str, str], ToolRun]:
+    """Each tool's verdict on `case`'s model, dropped into `project` (a bake of its workload
+    that this run may change), and the run itself."""
+    (project / "src" / package_of(project) / "model.py").write_text(case.model)
+    extra = {"generate": GENERATE} if case.workload == "decode" else {}
+    run = run_tools(project, extra=extra, workload=case.workload)
+    return verdicts(run, case.workload), run
+
+
+def recorded() -> dict:
+    """The last run: the versions it ran with, and the verdicts by model (`models`)."""
+    return json.loads(RESULTS.read_text())
+
+
+def versions() -> dict[str, str]:
+    """The libraries a run's verdicts depend on, as installed where it runs."""
+    return {name: metadata.version(name) for name in ("torch", "transformers")}
+
+
+def cell(verdict: str) -> str:
+    return verdict.replace("|", "\\|")
+
+
+def render(results: dict) -> str:
+    """The README's table of a run's `results`, a row per model, in CASES' order."""
+    ran_with = " and ".join(f"{name} {version}" for name, version in results["versions"].items())
+    lines = [
+        f"With {ran_with}:",
+        "",
+        "| model | workload | config | " + " | ".join(TOOLS.values()) + " |",
+        "|---|---|---|" + "---|" * len(TOOLS),
+    ]
+    for name, case in CASES.items():
+        row = results["models"].get(name, {})
+        cells = [cell(row.get(tool, "not run")) for tool in TOOLS]
+        lines.append(f"| {name} | {case.workload} | {cell(case.config)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# Jinja leaves what is between them as it is, and them out of the generated README.
+BEGIN = "{# works-with table: `nox -s works_with` writes it from tests/works_with.json -#}\n{% raw -%}\n"
+END = "{% endraw -%}\n{# end of the works-with table -#}\n"
+
+
+def readme_table(readme: str) -> str:
+    """The table between the README's markers."""
+    start = readme.index(BEGIN) + len(BEGIN)
+    return readme[start : readme.index(END, start)]
+
+
+def write(models: dict[str, dict[str, str]]) -> None:
+    """The results file and the README's table, both anew from each model's verdicts."""
+    results = {"versions": versions(), "models": {name: models[name] for name in CASES if name in models}}
+    RESULTS.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    readme = README.read_text()
+    start = readme.index(BEGIN) + len(BEGIN)
+    README.write_text(readme[:start] + render(results) + readme[readme.index(END, start) :])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="run only these models (the others keep their verdicts)")
+    parser.add_argument("--workers", type=int, default=2, help="models run at once (default: 2)")
+    arguments = parser.parse_args(argv)
+    unknown = [name for name in arguments.names if name not in CASES]
+    if unknown:
+        parser.error(f"no such model: {', '.join(unknown)}; the models are {', '.join(CASES)}")
+    chosen = [CASES[name] for name in arguments.names or CASES]
+    results = recorded()["models"] if arguments.names and RESULTS.exists() else {}
+    with tempfile.TemporaryDirectory(prefix="works-with-") as scratch:
+        baked = {
+            workload: bake(Path(scratch) / workload, workload=workload)
+            for workload in {case.workload for case in chosen}
+        }
+
+        def one(case: Case) -> tuple[str, dict[str, str]]:
+            started = time.perf_counter()
+            project = Path(scratch) / "runs" / case.name.replace(" ", "-") / baked[case.workload].name
+            shutil.copytree(baked[case.workload], project)
+            found, _ = run_case(case, project)
+            failing = {tool: verdict for tool, verdict in found.items() if verdict.startswith("fails")}
+            print(
+                f"{case.name}: {time.perf_counter() - started:.0f} s; {failing or 'every tool ok'}",
+                flush=True,
+            )
+            return case.name, found
+
+        with ThreadPoolExecutor(arguments.workers) as pool:
+            results.update(pool.map(one, chosen))
+    write(results)
+    print(f"wrote {RESULTS.relative_to(TEMPLATE)} and the table in {README.relative_to(TEMPLATE)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
