@@ -1011,6 +1011,42 @@ MUTATIONS = (
         "",
         "tests/test_own_models.py -k words_of_the_tool",
     ),
+    # The models it works with: the README's table is the last run's, and each model gives it.
+    Mutation(
+        "the StaticCache wrapper sizes its cache as hidden_size / heads, not the config's head_dim",
+        "tests/own_models/static_cache_llama.py",
+        'head_dim = getattr(CONFIG, "head_dim", None) or CONFIG.hidden_size // heads',
+        "head_dim = CONFIG.hidden_size // heads",
+        "tests/test_works_with.py -k 'recorded and Qwen3 and not MoE'",
+    ),
+    Mutation(
+        "the StaticCache wrapper reads num_key_value_heads, which GPT-2's config has not",
+        "tests/own_models/static_cache_llama.py",
+        'kv_heads = getattr(CONFIG, "num_key_value_heads", None) or heads',
+        "kv_heads = CONFIG.num_key_value_heads",
+        "tests/test_works_with.py -k 'recorded and GPT'",
+    ),
+    Mutation(
+        "export-hf reads the head width from config.json's hidden_size, which GPT-2's names n_embd",
+        f"{TOOLKIT}/export_hf.py",
+        "    head_dim = head_dim_of(config if inner is None else inner.config)",
+        "    head_dim = head_dim_of(config)",
+        "tests/toolkit/test_export_hf.py -k gpt2",
+    ),
+    Mutation(
+        "the project's export-hf test takes a MoE's checkpoint names for its own",
+        f"{PROJECT}/tests/test_export_hf.py",
+        "        written = type(inner).from_pretrained(tmp_path).state_dict()",
+        '        written = load_file(tmp_path / "model.safetensors")',
+        "tests/test_works_with.py -k 'recorded and MoE'",
+    ),
+    Mutation(
+        "export-hf writes an unseeded transformers model, which the project's test reads back",
+        f"{TOOLKIT}/export_hf.py",
+        "    torch.manual_seed(0)\n    model = build_model().eval()\n    inner",
+        "    model = build_model().eval()\n    inner",
+        "tests/test_works_with.py -k 'recorded and Llama'",
+    ),
     # Decode: a static KV cache, one graph per capture size, a batch padded up to its size.
     Mutation(
         "the decode graph's cache write is lost",
