@@ -15,8 +15,6 @@ import keyword
 import re
 import sys
 from collections.abc import Callable, Mapping
-from email.errors import HeaderParseError
-from email.headerregistry import Address
 from pathlib import PurePosixPath, PureWindowsPath
 
 # Cookiecutter renders the answers as JSON into this raw string; main() parses them back as data.
@@ -184,8 +182,19 @@ def check_namespace(namespace: str) -> str | None:
     return None
 
 
+# An address of plain dot-atoms (RFC 5322 atext), such as the default you@example.com: the parser
+# below accepts every one, and importing it is most of this hook's start-up, on every bake.
+ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+PLAIN_ADDRESS = re.compile(rf"{ATEXT}(?:\.{ATEXT})*@{ATEXT}(?:\.{ATEXT})*")
+
+
 def check_email(email: str) -> str | None:
+    if PLAIN_ADDRESS.fullmatch(email):
+        return None
     # The parser that package metadata (hatchling, pip) uses: what it refuses breaks the install.
+    from email.errors import HeaderParseError
+    from email.headerregistry import Address
+
     try:
         Address(addr_spec=email)
     except (ValueError, IndexError, TypeError, HeaderParseError):

@@ -544,6 +544,13 @@ MUTATIONS = (
         "    if False:",
         "tests/test_hooks.py -k 'bad_answer and ASCII'",
     ),
+    Mutation(
+        "the hook's quick path takes an address with a space, which the metadata parser refuses",
+        "hooks/pre_gen_project.py",
+        'ATEXT = r"[A-Za-z0-9!#$%&\'*+/=?^_`{|}~-]+"',
+        'ATEXT = r"[A-Za-z0-9!#$%&\'*+/=?^_`{|}~ -]+"',
+        "tests/test_hooks.py -k address_taken_without",
+    ),
     # parallel=tensor_parallel.
     Mutation(
         "every rank prints the report",

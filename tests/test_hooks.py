@@ -6,11 +6,14 @@ import ast
 import importlib.util
 import re
 import tomllib
+from email.headerregistry import Address
 from pathlib import Path
 
 import pytest
 from conftest import CODE_VARIANTS, TEMPLATE, bake
 from cookiecutter.exceptions import FailedHookException
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def load_hook(name: str):
@@ -537,6 +540,15 @@ EDGE_ANSWERS = [
 def test_answers_at_the_edge_of_each_rule_pass(answers):
     """Limits are inclusive, and op answers without an op (or op-plugin's) are not checked."""
     assert pre_gen.problems({**DEFAULTS, **answers}) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(pre_gen.PLAIN_ADDRESS, fullmatch=True))
+def test_an_address_taken_without_the_parser_is_one_the_parser_takes(email):
+    """The hook accepts a plain address without importing email's parser: each must be one that
+    the parser package metadata uses accepts, in ASCII."""
+    Address(addr_spec=email)
+    assert email.isascii()
 
 
 def test_every_control_character_in_free_text_is_named():
