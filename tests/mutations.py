@@ -1041,6 +1041,20 @@ MUTATIONS = (
         "tests/toolkit/test_export_hf.py -k gpt2",
     ),
     Mutation(
+        "the works-with table is edited by hand: a model's row says what no run said",
+        f"{PROJECT}/README.md",
+        "| Phi-3 | decode | `Phi3Config`: `pad_token_id` and `eos_token_id` inside the vocabulary (32000 by default) | ok",
+        "| Phi-3 | decode | `Phi3Config`: `pad_token_id` and `eos_token_id` inside the vocabulary (32000 by default) | —",
+        "tests/test_works_with.py -k readme_table_is_the_last",
+    ),
+    Mutation(
+        "the last run's results lose a tool's verdict on a model",
+        "tests/works_with.json",
+        '"GPT-2": {\n      "mre": "ok",\n',
+        '"GPT-2": {\n',
+        "tests/test_works_with.py -k every_model_has_a_verdict",
+    ),
+    Mutation(
         "the project's export-hf test takes a MoE's checkpoint names for its own",
         f"{PROJECT}/tests/test_export_hf.py",
         "        written = type(inner).from_pretrained(tmp_path).state_dict()",
