@@ -317,7 +317,7 @@ MUTATIONS = (
         f"{TOOLKIT}/export.py",
         '            if name.startswith(f"{TOOLKIT}.") and not side_effect(definition):',
         "            if not side_effect(definition):",
-        "tests/test_export.py -k portable_export_runs",
+        "tests/test_export.py -k export_runs_the_file",
         OUT_OF_PLACE,
     ),
     # Issue 20: what the mutation score found in export.
