@@ -313,6 +313,13 @@ MUTATIONS = (
         OUT_OF_PLACE,
     ),
     Mutation(
+        "the project's export test fails beside the MRE's failure, which test_mre names once",
+        f"{PROJECT}/tests/test_export.py",
+        '@pytest.mark.usefixtures("mre_run")  # export compares with the MRE: it skips where that fails\n',
+        "",
+        "tests/test_own_models.py -k graph_break_fails_once",
+    ),
+    Mutation(
         "export leaves out the definitions of a user module",
         f"{TOOLKIT}/export.py",
         '            if name.startswith(f"{TOOLKIT}.") and not side_effect(definition):',

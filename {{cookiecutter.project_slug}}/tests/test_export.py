@@ -17,6 +17,7 @@ def bundles(export_refusal) -> None:
         pytest.skip(export_refusal)
 
 
+@pytest.mark.usefixtures("mre_run")  # export compares with the MRE: it skips where that fails
 def test_export_runs_the_file_before_it_says_wrote(written):
     """`export --target portable` exits 0 and says `wrote` only once the file ran in a fresh
     process, in an empty folder, with the project unimportable, and matched the MRE's output:
