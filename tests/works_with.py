@@ -38,15 +38,10 @@ COMMAND = "nox -s works_with"
 
 WRAPPER = (OWN_MODELS / "static_cache_llama.py").read_text()
 WRAPPER_CONFIG = re.search(r"CONFIG = LlamaConfig\(.*?\n\)\n", WRAPPER, re.DOTALL)[0]
-# The sizes every decoder below is built with: the README's Llama's, but for its comment.
-SMALL = """\
-    vocab_size=512,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-"""
+# The sizes every decoder below is built with: the README's Llama's, without its comment.
+SMALL = "".join(
+    line for line in WRAPPER_CONFIG.splitlines(keepends=True)[1:-1] if not line.lstrip().startswith("#")
+)
 
 
 def behind_the_wrapper(config: str, fields: str = SMALL) -> str:
