@@ -1048,6 +1048,13 @@ MUTATIONS = (
         "tests/toolkit/test_export_hf.py -k gpt2",
     ),
     Mutation(
+        "the harness runs any failed torchrun launch again, hiding a rank's own failure",
+        "tests/conftest.py",
+        "    if result.returncode and RANK_KILLED_BY_TORCH.search(result.stdout + result.stderr):",
+        "    if result.returncode:",
+        "tests/test_tensor_parallel.py -k torch_crashed",
+    ),
+    Mutation(
         "the works-with table is edited by hand: a model's row says what no run said",
         f"{PROJECT}/README.md",
         "| Phi-3 | decode | `Phi3Config`: `pad_token_id` and `eos_token_id` inside the vocabulary (32000 by default) | ok",

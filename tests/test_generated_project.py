@@ -16,6 +16,7 @@ from conftest import (
     REPRESENTATIVE_VARIANTS,
     RUFF,
     SUITE_VARIANTS,
+    again_if_torch_crashed,
     once,
     package_of,
     run_folder,
@@ -95,7 +96,7 @@ def variant_run(baked, tmp_path_factory: pytest.TempPathFactory):
         def suite_and_exports(folder: Path) -> dict[str, Any]:
             folder.mkdir()
             script = SUITE_AND_EXPORTS.format(package=package_of(project), folder=folder)
-            result = run_in(project, "-c", script)
+            result = again_if_torch_crashed(lambda: run_in(project, "-c", script))
             return {"exports": str(folder), **{name: getattr(result, name) for name in OUTCOME}}
 
         outcome = once(runs, variant_id(answers), suite_and_exports)

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TP_VARIANTS, package_of, run_in, variant_id
+from conftest import TP_VARIANTS, again_if_torch_crashed, package_of, run_in, variant_id
 
 # torchrun as a user launches it: the full tier (the default tier's tensor-parallel variants run
 # two ranks in their own suites).
@@ -47,7 +47,7 @@ def error_lines(stderr: str) -> list[str]:
 def torchrun(project: Path, ranks: int, module: str) -> subprocess.CompletedProcess[str]:
     """`torchrun --standalone --nproc-per-node <ranks> -m <module>` in the project."""
     launch = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}"]
-    return run_in(project, *launch, "-m", module, timeout=TIMEOUT)
+    return again_if_torch_crashed(lambda: run_in(project, *launch, "-m", module, timeout=TIMEOUT))
 
 
 def one_line(report: str, row: str) -> list[str]:
@@ -105,3 +105,34 @@ def test_a_failing_rank_shows_its_root_cause_first_and_once(baked, tmp_path):
     assert "hint: a sharded layer met inputs its plan entry does not fit" in result.stderr
     assert "printed first on rank" in result.stderr  # torchrun's summary points at it
     assert len(lines) < 80, result.stderr
+
+
+def summary(signal: str) -> str:
+    """torchrun's summary of a launch whose rank 1 died of `signal` (as torch 2.13 prints it)."""
+    return (
+        "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n"
+        f"  exitcode  : -6 (pid: 8593)\n  error_file: <N/A>\n  traceback : {signal} received by PID 8593\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("stderr", "runs"),
+    [
+        (summary("Signal 6 (SIGABRT)"), 2),
+        (summary("Signal 11 (SIGSEGV)"), 2),
+        (summary("Signal 15 (SIGTERM)"), 1),
+        ("AssertionError: the ranks differ", 1),
+    ],
+    ids=["abort", "segfault", "terminated", "python error"],
+)
+def test_a_launch_is_run_again_only_when_torch_crashed_a_rank(stderr, runs):
+    """A launch failing because torch crashed a rank natively runs once more, and only once; a
+    rank stopped by torchrun or failing in Python is not run again."""
+    calls = []
+
+    def launch() -> subprocess.CompletedProcess[str]:
+        calls.append(1)
+        return subprocess.CompletedProcess([], 1, "", stderr)
+
+    assert again_if_torch_crashed(launch).returncode == 1
+    assert len(calls) == runs
