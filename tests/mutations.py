@@ -1055,6 +1055,20 @@ MUTATIONS = (
         "tests/test_tensor_parallel.py -k torch_crashed",
     ),
     Mutation(
+        "every two-rank test fails with the same torchrun summary when a rank fails",
+        f"{PROJECT}/tests/conftest.py",
+        '        pytest.skip("the two-rank run failed: see test_two_ranks_run_under_torchrun")',
+        "        pytest.fail(two_ranks_attempt.summary, pytrace=False)",
+        "tests/test_tensor_parallel.py -k fails_the_projects_suite_once",
+    ),
+    Mutation(
+        "a failed two-rank run shows torchrun's last lines, not the failing rank's own error",
+        f"{PROJECT}/tests/conftest.py",
+        "    if start is None or box is None:",
+        "    if True:",
+        "tests/test_tensor_parallel.py -k fails_the_projects_suite_once",
+    ),
+    Mutation(
         "the works-with table is edited by hand: a model's row says what no run said",
         f"{PROJECT}/README.md",
         "| Phi-3 | decode | `Phi3Config`: `pad_token_id` and `eos_token_id` inside the vocabulary (32000 by default) | ok",

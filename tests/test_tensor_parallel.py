@@ -22,7 +22,7 @@ _build_model = build_model
 
 
 def build_model():
-    if os.environ["RANK"] == "1":
+    if os.environ.get("RANK") == "1":
         raise RuntimeError("rank 1 cannot build its model")
     return _build_model()
 """
@@ -88,6 +88,26 @@ def test_a_failing_rank_stops_the_job_with_its_error(baked, tmp_path):
     # torchrun's summary names the first rank that failed, from the error file it recorded.
     assert "rank      : 1" in result.stderr
     assert "To enable traceback" not in result.stderr  # the rank recorded its error for torchrun
+
+
+@pytest.mark.slow
+def test_a_failing_rank_fails_the_projects_suite_once(baked, tmp_path):
+    """When a rank fails, the project's suite fails one test, with torchrun's summary, and the
+    tests that need the ranks' results skip pointing at it (not the same summary under each)."""
+    project = tmp_path / "project"
+    shutil.copytree(baked(**TP_VARIANTS[0]), project)
+    model = project / "src" / package_of(project) / "model.py"
+    model.write_text("import os\n" + model.read_text() + FAILING_RANK)
+    suite = again_if_torch_crashed(lambda: run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider"))
+    assert suite.returncode == 1
+    summary = suite.stdout.strip().splitlines()[-1]
+    assert re.match(r"1 failed, \d+ passed, \d+ skipped", summary), suite.stdout
+    assert "FAILED tests/test_tensor_parallel.py::test_two_ranks_run_under_torchrun" in suite.stdout
+    assert suite.stdout.count("Root Cause (first observed failure)") == 1, suite.stdout
+    failure = suite.stdout.split("test_two_ranks_run_under_torchrun _", 1)[1].splitlines()
+    assert failure[3] == "[rank1]: RuntimeError: rank 1 cannot build its model", suite.stdout
+    assert suite.stdout.count("rank 1 cannot build its model") == 1, suite.stdout
+    assert "the two-rank run failed: see test_two_ranks_run_under_torchrun" in suite.stdout
 
 
 @pytest.mark.slow

@@ -21,6 +21,9 @@ import {{ cookiecutter.package_name }}
 # isort: split
 import contextlib
 import io
+{%- if tp %}
+import itertools
+{%- endif %}
 import os
 import re
 import signal
@@ -206,13 +209,20 @@ def export_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
         stop(process)
 
 
-def finished(run: Launch, timeout: float, what: str) -> int:
-    """A background run's exit status once it has ended; one that hangs is stopped and fails."""
+def waited(run: Launch, timeout: float) -> int | None:
+    """A background run's exit status once it has ended; None if it hung, and then it is stopped."""
     try:
         return run.process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         stop(run.process)
+        return None
+
+
+def finished(run: Launch, timeout: float, what: str) -> int:
+    """A background run's exit status once it has ended; one that hangs is stopped and fails."""
+    if (code := waited(run, timeout)) is None:
         pytest.fail(f"{what} did not end within {timeout} s:\n{tail(run.folder)}", pytrace=False)
+    return code
 
 
 def tail(folder: Path) -> str:
@@ -294,22 +304,64 @@ def two_ranks_launch(
         stop(process)
 
 
+class RanksFailure(NamedTuple):
+    summary: str
+    """How torchrun ended, and what the failing rank printed last."""
+
+
 @pytest.fixture(scope="session")
-def two_ranks(two_ranks_launch: Launch | str) -> TwoRanks:
-    """The two-rank run, once it has ended; it fails with the failing rank's error."""
+def two_ranks_attempt(two_ranks_launch: Launch | str) -> TwoRanks | RanksFailure | str:
+    """The two-rank run once it has ended, or why it cannot run here.
+
+    A failure is kept, not raised: test_tensor_parallel.py reports it once (two_ranks_failure),
+    and the tests that need the ranks' results skip instead of failing one by one (two_ranks).
+    """
     if isinstance(two_ranks_launch, str):
-        pytest.skip(two_ranks_launch)
-    if code := finished(two_ranks_launch, RANKS_TIMEOUT, "torchrun"):
-        pytest.fail(f"torchrun exited {code}:\n{tail(two_ranks_launch.folder)}", pytrace=False)
+        return two_ranks_launch
+    code = waited(two_ranks_launch, RANKS_TIMEOUT)
+    if code != 0:
+        ended = f"did not end within {RANKS_TIMEOUT} s" if code is None else f"exited {code}"
+        return RanksFailure(f"torchrun {ended}:\n{rank_error(two_ranks_launch.folder)}")
     saved = {rank: two_ranks_launch.folder / f"rank{rank}.pt" for rank in range(RANKS)}
     results = {
         rank: torch.load(path, weights_only=False) for rank, path in saved.items() if path.exists()
     }
     return TwoRanks(RANKS, results)
+
+
+def rank_error(folder: Path) -> str:
+    """The error the first failing rank printed ([rank<N>]: lines), then torchrun's summary; or,
+    where the ranks printed no such error (a rank killed by a signal, a hang), the last lines."""
+    lines = (folder / "stderr").read_text(errors="replace").strip().splitlines()
+    start = next((n for n, line in enumerate(lines) if line.startswith("[rank")), None)
+    box = next((n for n, line in enumerate(lines) if line == "=" * 60), None)
+    if start is None or box is None:
+        return tail(folder)
+    prefix = lines[start].partition(":")[0] + ":"
+    error = itertools.takewhile(lambda line: line.startswith(prefix), lines[start:])
+    return "\n".join([*error, *lines[box:]])
+
+
+@pytest.fixture(scope="session")
+def two_ranks_failure(two_ranks_attempt: TwoRanks | RanksFailure | str) -> str | None:
+    """How the two-rank run failed; None if it ran. Skips where it cannot run here."""
+    if isinstance(two_ranks_attempt, str):
+        pytest.skip(two_ranks_attempt)
+    return two_ranks_attempt.summary if isinstance(two_ranks_attempt, RanksFailure) else None
+
+
+@pytest.fixture(scope="session")
+def two_ranks(two_ranks_attempt: TwoRanks | RanksFailure | str) -> TwoRanks:
+    """The ranks' results; skips if the run cannot run here, or failed (reported once)."""
+    if isinstance(two_ranks_attempt, str):
+        pytest.skip(two_ranks_attempt)
+    if isinstance(two_ranks_attempt, RanksFailure):
+        pytest.skip("the two-rank run failed: see test_two_ranks_run_under_torchrun")
+    return two_ranks_attempt
 {%- endif %}
 
 
-BACKGROUND = {"written": "export_launch"{{ ', "two_ranks": "two_ranks_launch"' if tp else "" }}}
+BACKGROUND = {"written": "export_launch"{{ ', "two_ranks_attempt": "two_ranks_launch"' if tp else "" }}}
 """Each fixture that waits for a background run, with the fixture that starts that run."""
 
 

@@ -8,9 +8,13 @@ heads of one device's cache.
 {% if decode -%}
 import json
 
+{% endif -%}
 import pytest
+{%- if decode %}
 import torch
+{%- endif %}
 
+{% if decode -%}
 from {{ cookiecutter.package_name }} import generate
 from {{ cookiecutter.package_name }}.model import build_model, parallel_plan
 {% endif -%}
@@ -25,6 +29,17 @@ from {{ cookiecutter.package_name }}.toolkit.state import (
     state_tensors,
 )
 {%- endif %}
+
+
+def test_two_ranks_run_under_torchrun(two_ranks_failure):
+    """two_ranks.py runs every step on two ranks under torchrun and exits 0; if it cannot, this
+    one test says why."""
+    if two_ranks_failure:
+        pytest.fail(
+            "the two-rank run fails, so the tests that need its results are skipped:\n"
+            f"{two_ranks_failure}",
+            pytrace=False,
+        )
 
 
 # two_ranks (conftest.py): the MRE, among other steps, on two ranks under torchrun (two_ranks.py).
