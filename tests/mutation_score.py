@@ -7,11 +7,9 @@ every small change it knows (a flipped comparison, a constant, a dropped argumen
 function of a TARGET, one at a time, and runs the tests that reach that function: a mutant that
 no test fails on survived.
 
-A target is the toolkit, mutated in the projects tests/toolkit bakes and tested by
-tests/toolkit (a mutant of one file is one mutant, killed if the tests of any project kill it;
-so each module's mutants run first in one project, and in the others only where that one's tests
-did not kill them),
-a baked project, mutating the files whose code is new in it (`mutate`, relative to the package)
+A target is the toolkit, mutated once and tested by tests/toolkit in every project it bakes
+(each project's toolkit files are links to one mutated copy, so a mutant is one mutant whichever
+project's tests kill it: mutation_tracing.py), a baked project, mutating the files whose code is new in it (`mutate`, relative to the package)
 against that project's own suite, or the template itself, mutating the hooks against their tests. Another bake is one more entry in TARGETS. Each target works in
 build/mutation/<name>, where mutmut keeps its results: the next run tests only the mutants of
 functions that changed, and again every survivor when anything else (the tests) changed. Delete
@@ -64,10 +62,15 @@ class Target:
 
 TOOLKIT_PROJECTS = "src"
 """Where the toolkit target's working folder holds the projects of tests/toolkit, baked."""
+SHARED_TOOLKIT = "shared_toolkit"
+"""The one copy of the toolkit that mutmut mutates, beside those projects; theirs link to it."""
+TOOLKIT_SOURCE = (
+    TEMPLATE / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "toolkit"
+)
 TOOLKIT = Target(
     "toolkit",
     None,
-    (f"{TOOLKIT_PROJECTS}/*_project/toolkit/*.py",),
+    (f"{TOOLKIT_PROJECTS}/{SHARED_TOOLKIT}/*.py",),
     ("tests/toolkit",),
 )
 
@@ -117,8 +120,7 @@ TARGETS = (
 KILLED = {1, 3, -11, -9}  # a test failed, pytest failed, or the run crashed
 TIMED_OUT = {36, 24, -24, 152, 255}
 NOT_RUN = {None}
-SKIPPED_CODE = 34  # mutmut's "skipped": left untested, as its copy in another project is killed
-SKIPPED = {SKIPPED_CODE}
+SKIPPED = {34}  # mutmut's "skipped"
 
 # Not copied into the template's working copy: caches, and what runs write.
 SKIPPED_NAMES = {
@@ -156,7 +158,7 @@ def main() -> int:
     chosen = [t for t in TARGETS if not modules or t.name in modules]
     install_tracing()
     os.nice(10)  # tens of minutes of work: whatever else runs on the machine comes first
-    rows, survivors = [], []
+    rows, survivors, tested = [], [], set()
     for target in chosen:
         started, cpu = time.perf_counter(), children_cpu()
         folder = BUILD / target.name
@@ -168,13 +170,18 @@ def main() -> int:
         results = read_results(folder)
         rows += table_rows(target, results)
         survivors += [(target.name, *survivor) for survivor in survivors_of(target, folder, results)]
+        tested |= {
+            (target.name, function_of(name))
+            for name, code in results.items()
+            if code not in NOT_RUN | SKIPPED
+        }
         # The CPU time too: on a shared machine the wall-clock time says little.
         print(
             f"{target.name}: {time.perf_counter() - started:.0f} s, {children_cpu() - cpu:.0f} CPU s",
             flush=True,
         )
     print_table(rows)
-    unexplained = write_survivors(survivors, [t.name for t in chosen])
+    unexplained = write_survivors(survivors, tested)
     if unexplained:
         print(f"{unexplained} survivor(s) unexplained in {SURVIVORS.relative_to(TEMPLATE)}")
     return 1 if unexplained else 0
@@ -219,12 +226,19 @@ def prepare(target: Target) -> Path:
             )
         sync(fresh, work, keep=TOOLKIT_PROJECTS if target is TOOLKIT else None)
         if target is TOOLKIT:
-            sync(toolkit_projects(Path(scratch)), work / TOOLKIT_PROJECTS)
+            projects = toolkit_projects(Path(scratch))
+            links = unlink_toolkits(projects)
+            shutil.copytree(
+                TOOLKIT_SOURCE, projects / SHARED_TOOLKIT, ignore=shutil.ignore_patterns("__pycache__")
+            )
+            sync(projects, work / TOOLKIT_PROJECTS)
     config = mutmut_config(target, work)
     config_file = work / "setup.cfg"
     if config_file.exists() and config_file.read_text() != config:
         shutil.rmtree(work / "mutants", ignore_errors=True)  # other files or tests: start afresh
     config_file.write_text(config)
+    if target is TOOLKIT:
+        link_toolkits(work / "mutants" / TOOLKIT_PROJECTS, links)
     return work
 
 
@@ -233,6 +247,33 @@ def toolkit_projects(scratch: Path) -> Path:
     from toolkit.conftest import build_projects
 
     return build_projects(scratch)
+
+
+def unlink_toolkits(projects: Path) -> list[Path]:
+    """Take each project's toolkit files out of `projects`, checking that each is the template's
+    file as it is; the files taken out, relative to `projects`."""
+    links = []
+    for path in sorted(projects.glob("*/toolkit/*")):
+        if path.name == "__pycache__":
+            continue
+        if path.read_bytes() != (TOOLKIT_SOURCE / path.name).read_bytes():
+            sys.exit(f"{path.relative_to(projects)} is not the template's toolkit file: a bake rendered it")
+        path.unlink()
+        links.append(path.relative_to(projects))
+    return links
+
+
+def link_toolkits(projects: Path, links: list[Path]) -> None:
+    """Make each of `links` under `projects` (mutmut's copy) a link to the shared copy's file, and
+    remove the links no project has any longer. mutmut never writes these: they are not among
+    its source files."""
+    for link in projects.glob("*/toolkit/*"):
+        if link.is_symlink():
+            link.unlink()
+    for link in links:
+        path = projects / link
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(Path("..", "..", SHARED_TOOLKIT, link.name))
 
 
 def isolated_config(scratch: Path) -> str:
@@ -308,16 +349,9 @@ def run_mutmut(target: Target, work: Path, workers: int, modules: list[str]) -> 
     """mutmut run; then the survivors again if anything but the mutated code changed. With
     `modules`, every mutant of those modules again instead."""
     if modules:
-        base = "*." if target is TOOLKIT else "" if target.answers is None else f"{PACKAGE}."
-        patterns = [base + module.removesuffix(".py").replace("/", ".") + ".*" for module in modules]
+        patterns = [mutant_pattern(target, module) for module in modules]
         mutmut(work, "run", "--max-children", str(workers), *patterns)
         return
-    if target is TOOLKIT and not (work / "mutants").exists():
-        # A fresh start: each module's mutants in one project first, so that a mutant killed
-        # there is not tested again in every other project's copy of the same file.
-        mutmut(work, "run", "--max-children", str(workers), *first_copies(work))
-    if target is TOOLKIT:
-        skip_copies_killed_elsewhere(work)
     fingerprint = fingerprint_of(target, work)
     marker = work / "mutants" / "tests-fingerprint"
     # Results without a marker are those of a run that was stopped: tested against tests that
@@ -338,38 +372,12 @@ def run_mutmut(target: Target, work: Path, workers: int, modules: list[str]) -> 
     marker.write_text(fingerprint)
 
 
-def first_copies(work: Path) -> list[str]:
-    """mutmut patterns for each toolkit module's mutants in the first project (PROJECTS' order)
-    that holds the module: the copy most tests reach."""
-    from toolkit.projects import PROJECTS
-
-    first: dict[str, str] = {}
-    for project in PROJECTS:
-        for module in sorted((work / TOOLKIT_PROJECTS / project / "toolkit").glob("*.py")):
-            first.setdefault(module.stem, project)
-    return [f"{project}.toolkit.{module}.*" for module, project in sorted(first.items())]
-
-
-def skip_copies_killed_elsewhere(work: Path) -> None:
-    """Mark as skipped each untested mutant whose copy in another project is killed already:
-    read_results counts a mutant once, by its best copy, so testing it again changes nothing."""
-    metas = sorted((work / "mutants").rglob("*.meta"))
-    settled = {
-        name.partition(".")[2]
-        for meta in metas
-        for name, code in json.loads(meta.read_text())["exit_code_by_key"].items()
-        if code in KILLED | TIMED_OUT
-    }
-    for meta in metas:
-        data = json.loads(meta.read_text())
-        codes = data["exit_code_by_key"]
-        skipped = {
-            name: SKIPPED_CODE
-            for name, code in codes.items()
-            if code is None and name.partition(".")[2] in settled
-        }
-        if skipped:
-            meta.write_text(json.dumps({**data, "exit_code_by_key": {**codes, **skipped}}, indent=4))
+def mutant_pattern(target: Target, module: str) -> str:
+    """mutmut's pattern for every mutant of `module` (`toolkit/report.py`, `generate.py`)."""
+    if target is TOOLKIT:
+        return f"{SHARED_TOOLKIT}.{Path(module).stem}.*"
+    base = "" if target.answers is None else f"{PACKAGE}."
+    return base + module.removesuffix(".py").replace("/", ".") + ".*"
 
 
 def mutmut(work: Path, *arguments: str) -> None:
@@ -385,6 +393,7 @@ def mutmut(work: Path, *arguments: str) -> None:
     elif work.name == TOOLKIT.name:
         # The mutated projects, which tests/toolkit imports instead of baking its own.
         environment["TOOLKIT_PROJECTS"] = str(work / "mutants" / TOOLKIT_PROJECTS)
+        environment["MUTATION_SHARED_TOOLKIT"] = SHARED_TOOLKIT
     else:
         environment["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # a project's own run has no plugins
     command = [sys.executable, "-c", "from mutmut.__main__ import cli; cli()", *arguments]
@@ -408,39 +417,22 @@ def fingerprint_of(target: Target, work: Path) -> str:
 
 
 def read_results(work: Path) -> dict[str, int | None]:
-    """Every mutant of the target and mutmut's exit code for it. The toolkit's copies in the
-    projects of tests/toolkit hold the same mutants: each counts once, by its best outcome."""
+    """Every mutant of the target and mutmut's exit code for it."""
     results = {}
     for meta in sorted((work / "mutants").rglob("*.meta")):
         results.update(json.loads(meta.read_text())["exit_code_by_key"])
-    if work.name != TOOLKIT.name:
-        return results
-    best: dict[str, str] = {}  # a mutant, without its project -> the copy with the best outcome
-    for name, code in results.items():
-        mutant = name.partition(".")[2]
-        if mutant not in best or outcome_rank(code) < outcome_rank(results[best[mutant]]):
-            best[mutant] = name
-    return {name: results[name] for name in best.values()}
-
-
-def outcome_rank(code: int | None) -> int:
-    """The best a copy did, first: killed, timed out, survived its tests, not run yet, skipped
-    (another copy is killed), and last no tests at all (a copy in a project whose tests never
-    reach that function)."""
-    if code in KILLED:
-        return 0
-    return (
-        1 if code in TIMED_OUT else 2 if code == 0 else 3 if code in NOT_RUN else 4 if code in SKIPPED else 5
-    )
+    return results
 
 
 def module_of(name: str) -> str:
     """`npu_graph_demo.toolkit.report.x_first_call__mutmut_3` -> `toolkit/report.py`; the same
-    for a copy in a project of tests/toolkit (`decode_project.toolkit.report...`)."""
+    for the toolkit's shared copy (`shared_toolkit.report...`)."""
     module = name.partition("__mutmut_")[0].rsplit(".", 1)[0]
     package, _, rest = module.partition(".")
-    if package == PACKAGE or package.endswith("_project"):
+    if package == PACKAGE:
         module = rest
+    elif package == SHARED_TOOLKIT:
+        module = f"toolkit.{rest}"
     return module.replace(".", "/") + ".py"
 
 
@@ -546,12 +538,14 @@ with its change and a verdict kept from run to run. A survivor is either killed 
 """
 
 
-def write_survivors(survivors: list[tuple[str, str, str, str]], ran: list[str]) -> int:
-    """Rewrite the list for the targets that ran, keep the others' rows; count the unexplained."""
+def write_survivors(survivors: list[tuple[str, str, str, str]], tested: set[tuple[str, str]]) -> int:
+    """Rewrite the rows of the functions whose mutants were tested, (target, function) in
+    `tested`; keep the others' rows (a function left untested by a run of one module, or of a
+    fresh start that was stopped); count the unexplained."""
     verdicts = read_verdicts()  # now: they may have been written while the mutants ran
     rows = {}
     for key, verdict in verdicts.items():
-        if key[0] not in ran:
+        if key[:2] not in tested:
             rows[key] = verdict
     for target, _module, name, change in survivors:
         key = survivor_key(target, function_of(name), change)

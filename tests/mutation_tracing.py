@@ -20,6 +20,12 @@ wait for a background run come after the quick tests that usually kill the mutan
 At the start of every child process (a `.pth` file calls child_process()), it makes that process
 write its calls there while stats are collected, and run the mutant under test inside hook
 scripts. tests/mutation_score.py installs both; nothing else loads this module.
+
+The toolkit is one set of files, which each project of tests/toolkit imports under its own
+package name. mutmut mutates one copy, `<MUTATION_SHARED_TOOLKIT>/<module>.py`, that every
+project's toolkit file links to; its trampolines run a mutant only in the module the mutant's
+name names, so here each project's `<project>.toolkit.<module>` answers to the shared copy's
+name (share_toolkit_mutants): a mutant runs, and a call is credited, whichever project ran it.
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ COSTS = Path("mutation-costs.json")
 folder mutmut runs the tests in."""
 SCRIPTS = "MUTATION_SCRIPTS"
 """A folder of modules that also run as scripts (the hooks): `__main__` is one of them."""
+SHARED = "MUTATION_SHARED_TOOLKIT"
+"""The package name of the toolkit's one mutated copy, where the projects' toolkits link to it."""
 
 
 def collecting_stats() -> bool:
@@ -184,6 +192,50 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(Tracer(), "mutation-tracer")
 
 
+def shared_name(module: str, shared: str) -> str:
+    """`decode_project.toolkit.report` -> `<shared>.report`: a project's toolkit module by the
+    name of the copy it links to; any other module keeps its name."""
+    parts = module.split(".")
+    return f"{shared}.{parts[2]}" if len(parts) == 3 and parts[1] == "toolkit" else module
+
+
+def share_toolkit_mutants() -> None:
+    """Name every toolkit function that mutmut wraps by the shared copy's module, before any
+    mutated module is imported (its trampoline runs a mutant where that name is the mutant's),
+    and record each call under that name (mutmut's stats choose a mutant's tests by it)."""
+    shared = os.environ.get(SHARED)
+    if not shared:
+        return
+    from mutmut.mutation import trampoline
+
+    if not getattr(trampoline.wrap_in_trampoline, "shared", False):
+        wrap = trampoline.wrap_in_trampoline
+
+        def wrap_shared(mutants_dict: dict[str, Callable], is_classmethod: bool = False) -> Callable:
+            decorate = wrap(mutants_dict, is_classmethod)
+
+            def decorate_shared(function: Callable) -> Callable:
+                function.__module__ = shared_name(function.__module__, shared)
+                return decorate(function)
+
+            return decorate_shared
+
+        wrap_shared.shared = True
+        trampoline.wrap_in_trampoline = wrap_shared
+    if not getattr(trampoline.record_trampoline_hit, "shared", False):
+        record = trampoline.record_trampoline_hit
+
+        def record_shared(name: str, caller: str | None = None) -> None:
+            module, _, function = name.rpartition(".")
+            record(f"{shared_name(module, shared)}.{function}", caller)
+
+        record_shared.shared = True
+        trampoline.record_trampoline_hit = record_shared
+
+
+share_toolkit_mutants()  # as a pytest plugin (-p), before the tests import the toolkit
+
+
 def script_module() -> str:
     """The module `__main__` is, when it is one of the SCRIPTS (matched by its docstring)."""
     main = sys.modules.get("__main__")
@@ -236,3 +288,4 @@ def child_process() -> None:
             return f"__main__.{mutant}" if owner and owner == module() else name
 
         trampoline.get_mutant_under_test = mapped
+    share_toolkit_mutants()  # again: around the recorder set above

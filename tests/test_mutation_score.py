@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import fnmatch
-import json
+import shutil
 
+import mutation_score
 import pytest
 from conftest import CHOICES, TEMPLATE, package_of
 from mutation_score import (
     PACKAGE,
+    SHARED_TOOLKIT,
     TARGETS,
     TOOLKIT,
-    TOOLKIT_PROJECTS,
-    first_copies,
+    TOOLKIT_SOURCE,
     function_of,
+    link_toolkits,
     module_of,
-    read_results,
-    skip_copies_killed_elsewhere,
+    unlink_toolkits,
 )
+from mutation_tracing import shared_name
 
 BAKES = [target for target in TARGETS if target.answers is not None]
 
@@ -42,72 +44,66 @@ def test_the_template_target_mutates_the_hooks():
         assert list(TEMPLATE.glob(glob)), glob
 
 
-def test_the_toolkit_target_mutates_every_toolkit_file_in_the_projects_it_tests(tmp_path):
-    """Every module of the template's toolkit is mutated in some project of tests/toolkit."""
+def test_every_projects_toolkit_file_becomes_a_link_to_the_shared_copy(tmp_path):
+    """Each project of tests/toolkit keeps its own set of toolkit files, each the template's file
+    as it is, so each becomes a link to the one copy mutmut mutates; together they are every
+    module of the template's toolkit."""
     from toolkit.projects import build_projects
 
-    build_projects(tmp_path)
-    (glob,) = TOOLKIT.mutate
-    mutated = {path.name for path in tmp_path.glob(glob)}
-    toolkit = TEMPLATE / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "toolkit"
-    assert mutated == {path.name for path in toolkit.glob("*.py")}
+    (tmp_path / "baked").mkdir()
+    projects = build_projects(tmp_path / "baked")
+    links = unlink_toolkits(projects)
+    assert not list(projects.glob("*/toolkit/*.py"))
+    assert {link.name for link in links} == {path.name for path in TOOLKIT_SOURCE.glob("*.py")}
+    mutants = tmp_path / "mutants"
+    shutil.copytree(TOOLKIT_SOURCE, mutants / SHARED_TOOLKIT)
+    link_toolkits(mutants, links)
+    for link in links:
+        assert (mutants / link).is_symlink()
+        assert (mutants / link).read_bytes() == (TOOLKIT_SOURCE / link.name).read_bytes()
 
 
-def test_a_toolkit_mutant_counts_once_by_the_best_copy(tmp_path):
-    """The same mutant in two projects' toolkits is one mutant, killed if either copy's tests kill it."""
-    meta = tmp_path / "toolkit" / "mutants" / "src" / "bench.py.meta"
-    meta.parent.mkdir(parents=True)
-    codes = {
-        "forward_project.toolkit.bench.x_run__mutmut_1": 0,
-        "decode_project.toolkit.bench.x_run__mutmut_1": 1,
-        "forward_project.toolkit.bench.x_run__mutmut_2": 33,
-        "decode_project.toolkit.bench.x_run__mutmut_2": 0,
-    }
-    meta.write_text(json.dumps({"exit_code_by_key": codes}))
-    results = read_results(tmp_path / "toolkit")
-    assert sorted(results.values()) == [0, 1]
-    assert {module_of(name) for name in results} == {"toolkit/bench.py"}
+def test_a_rendered_toolkit_file_stops_the_run_naming_it(tmp_path):
+    """A project's toolkit file that differs from the template's cannot link to the shared copy:
+    the run stops, naming it."""
+    module = tmp_path / "forward_project" / "toolkit" / "report.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("# rendered\n" + (TOOLKIT_SOURCE / "report.py").read_text())
+    with pytest.raises(SystemExit, match=r"forward_project/toolkit/report\.py is not the template's"):
+        unlink_toolkits(tmp_path)
+
+
+def test_a_projects_toolkit_module_answers_to_the_shared_copys_name():
+    """mutmut's trampolines in `<project>.toolkit.<module>` run the shared copy's mutants; no
+    other module is renamed."""
+    assert shared_name("decode_project.toolkit.report", "shared_toolkit") == "shared_toolkit.report"
+    assert shared_name("decode_project.model", "shared_toolkit") == "decode_project.model"
+    assert shared_name("decode_project.toolkit", "shared_toolkit") == "decode_project.toolkit"
+    assert shared_name("hooks.pre_gen_project", "shared_toolkit") == "hooks.pre_gen_project"
 
 
 def test_a_mutant_is_named_by_its_file_and_function():
     """The table's module and the survivors' function: stable names, not mutmut's mangled ones."""
     method = f"{PACKAGE}.toolkit.export.xǁBundlerǁwhole__mutmut_3"
     assert (module_of(method), function_of(method)) == ("toolkit/export.py", "export.Bundler.whole")
+    shared = f"{SHARED_TOOLKIT}.report.x_first_call__mutmut_3"
+    assert (module_of(shared), function_of(shared)) == ("toolkit/report.py", "report.first_call")
     hook = "hooks.pre_gen_project.x_check_slug__mutmut_12"
     assert (module_of(hook), function_of(hook)) == ("hooks/pre_gen_project.py", "pre_gen_project.check_slug")
 
 
-def test_a_toolkit_mutant_killed_in_one_copy_is_skipped_in_the_others(tmp_path):
-    """An untested copy of a mutant killed in another project is left untested; one whose other
-    copy survived, or that is new, is still tested."""
-    meta = tmp_path / "mutants" / "src" / "bench.py.meta"
-    meta.parent.mkdir(parents=True)
-    codes = {
-        "forward_project.toolkit.bench.x_run__mutmut_1": 1,
-        "decode_project.toolkit.bench.x_run__mutmut_1": None,
-        "forward_project.toolkit.bench.x_run__mutmut_2": 0,
-        "decode_project.toolkit.bench.x_run__mutmut_2": None,
-        "decode_project.toolkit.bench.x_run__mutmut_3": None,
-    }
-    meta.write_text(json.dumps({"exit_code_by_key": codes, "durations_by_key": {}}))
-    skip_copies_killed_elsewhere(tmp_path)
-    written = json.loads(meta.read_text())
-    assert written["exit_code_by_key"] == {**codes, "decode_project.toolkit.bench.x_run__mutmut_1": 34}
-    assert written["durations_by_key"] == {}
+def test_a_run_rewrites_only_the_rows_of_the_functions_it_tested(tmp_path, monkeypatch):
+    """A survivor's row, verdict and all, stays until a run tests its function's mutants again:
+    a run of one module keeps the other modules' rows."""
+    monkeypatch.setattr(mutation_score, "SURVIVORS", tmp_path / "survivors.md")
+    report = f"{SHARED_TOOLKIT}.report.x_first_call__mutmut_3"
+    bench = f"{SHARED_TOOLKIT}.bench.x_run__mutmut_1"
+    survivors = [("toolkit", module_of(name), name, "-a ⏎ +b") for name in (report, bench)]
+    everything = {("toolkit", function_of(name)) for name in (report, bench)}
+    assert mutation_score.write_survivors(survivors, everything) == 2
+    marked = mutation_score.SURVIVORS.read_text().replace("| unexplained |", "| equivalent: why |")
+    mutation_score.SURVIVORS.write_text(marked)
 
-
-def test_a_fresh_toolkit_run_tests_each_module_in_its_first_project_first(tmp_path):
-    """The first pass names each module once, in the first project of PROJECTS that holds it."""
-    for project, modules in {
-        "forward_project": ("bench", "report"),
-        "decode_project": ("bench", "decode"),
-    }.items():
-        folder = tmp_path / TOOLKIT_PROJECTS / project / "toolkit"
-        folder.mkdir(parents=True)
-        for module in modules:
-            (folder / f"{module}.py").touch()
-    assert first_copies(tmp_path) == [
-        "forward_project.toolkit.bench.*",
-        "decode_project.toolkit.decode.*",
-        "forward_project.toolkit.report.*",
-    ]
+    assert mutation_score.write_survivors([], {("toolkit", function_of(report))}) == 0
+    rows = [line for line in mutation_score.SURVIVORS.read_text().splitlines() if "toolkit |" in line]
+    assert rows == ["| toolkit | bench.run | `` -a ⏎ +b `` | equivalent: why |"]
