@@ -1048,6 +1048,13 @@ MUTATIONS = (
         "tests/toolkit/test_export_hf.py -k gpt2",
     ),
     Mutation(
+        "the default tier runs no decode suite, so decode's own lines run in the full tier only",
+        "tests/conftest.py",
+        "    DECODE_VARIANTS[9],  # decode, cache_compile, in-place op-plugin op\n",
+        "",
+        "tests/test_generated_project.py -k representative_suites_hold",
+    ),
+    Mutation(
         "the harness runs any failed torchrun launch again, hiding a rank's own failure",
         "tests/conftest.py",
         "    if result.returncode and RANK_KILLED_BY_TORCH.search(result.stdout + result.stderr):",

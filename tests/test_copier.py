@@ -12,7 +12,14 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from conftest import CODE_VARIANTS, DEFAULT_CHOICES, TEMPLATE, copier_bake, variant_id
+from conftest import (
+    CODE_VARIANTS,
+    DEFAULT_CHOICES,
+    REPRESENTATIVE_VARIANTS,
+    TEMPLATE,
+    copier_bake,
+    variant_id,
+)
 from copier_prompts import answer_questions
 from test_hooks import BAD_ANSWERS, BAD_OP_ANSWERS, DEFAULTS, EDGE_ANSWERS, IRRELEVANT, REFUSALS, pre_gen
 
@@ -31,7 +38,19 @@ def tree(project: Path) -> dict[str, tuple[bytes, bool] | None]:
     }
 
 
-@pytest.mark.parametrize("answers", CODE_VARIANTS, ids=variant_id)
+# The representative variants hold every answer's value, so every pruning rule; the full tier
+# compares every code variant's tree.
+@pytest.mark.parametrize(
+    "answers",
+    [
+        pytest.param(
+            answers,
+            id=variant_id(answers),
+            marks=[] if answers in REPRESENTATIVE_VARIANTS else [pytest.mark.full],
+        )
+        for answers in CODE_VARIANTS
+    ],
+)
 def test_copier_bakes_the_tree_cookiecutter_bakes(baked, copier_template, tmp_path, answers):
     """For the same answers, copier writes every file cookiecutter writes, byte for byte, and
     nothing more (the post-generation hook's pruning included), but for its answers file."""

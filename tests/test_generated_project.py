@@ -123,6 +123,25 @@ def per_variant(test):
     return pytest.mark.parametrize("answers", cases)(test)
 
 
+def distinct_lines(project: Path) -> set[tuple[str, str]]:
+    """Each non-blank line of a project's Python files, stripped, with its file."""
+    return {
+        (path.relative_to(project).as_posix(), line.strip())
+        for path in project.rglob("*.py")
+        for line in path.read_text().splitlines()
+        if line.strip()
+    }
+
+
+def test_the_representative_suites_hold_nearly_every_line_of_the_variants(baked):
+    """The default tier's suites hold at least 97% of the distinct lines of every suite variant's
+    code and tests: a variant's own lines that none of them holds run in the full tier only."""
+    lines = {variant_id(answers): distinct_lines(baked(**answers)) for answers in SUITE_VARIANTS}
+    every = set().union(*lines.values())
+    held = set().union(*(lines[variant_id(answers)] for answers in REPRESENTATIVE_VARIANTS))
+    assert len(held) / len(every) >= 0.97, sorted(every - held)[:20]
+
+
 @pytest.mark.xdist_group("probe")
 def test_xdist_keeps_a_group_on_one_worker(request):
     """Under `--dist loadgroup` a grouped test's id ends with its group, which is what sends a

@@ -48,8 +48,19 @@ from forward_project.toolkit import backend
 PINNED_TORCH_NPU = importlib.import_module("forward_project.settings").TORCH_NPU
 
 
+TOOLKIT_TESTS = Path(__file__).parent
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Skip the toolkit's tests marked `npu` unless an NPU can run npugraph_ex here, saying why."""
+    """Run the toolkit's tests on one xdist worker; skip those marked `npu` unless an NPU can run
+    npugraph_ex here, saying why."""
+    # One worker: spread over two, each compiles the same graphs and fills the same caches, and
+    # they cost twice the CPU (106 s against 48 s on one process), where the other worker has the
+    # template's bakes and suites to run meanwhile.
+    group = pytest.mark.xdist_group("toolkit")
+    for item in items:
+        if item.path.is_relative_to(TOOLKIT_TESTS):
+            item.add_marker(group)
     npu_ok, why = backend.npu_status()
     if npu_ok:
         return
