@@ -9,12 +9,13 @@ no test fails on survived.
 
 A target is the toolkit, mutated once and tested by tests/toolkit in every project it bakes
 (each project's toolkit files are links to one mutated copy, so a mutant is one mutant whichever
-project's tests kill it: mutation_tracing.py), a baked project, mutating the files whose code is new in it (`mutate`, relative to the package)
-against that project's own suite, or the template itself, mutating the hooks against their tests. Another bake is one more entry in TARGETS. Each target works in
-build/mutation/<name>, where mutmut keeps its results: the next run tests only the mutants of
-functions that changed, and again every survivor when anything else (the tests) changed. Delete
-the folder to start afresh. `TARGET:MODULE` (`full:toolkit/report.py`) tests that module's
-mutants again, all of them, and no other.
+project's tests kill it: mutation_tracing.py); a baked project, mutating the files whose code is
+new in it (`mutate`, relative to the package) against that project's own suite; or the template
+itself, mutating the hooks against their tests. Another bake is one more entry in TARGETS. Each
+target works in build/mutation/<name>, where mutmut keeps its results: the next run tests only
+the mutants of functions that changed, and again every survivor when anything else (the tests)
+changed. Delete the folder to start afresh. `TARGET:MODULE` (`toolkit:toolkit/report.py`) tests
+that module's mutants again, all of them, and no other.
 
 It prints a table per module (mutants, killed, survived, timed out, score: the share killed or
 timed out, as a test run that hangs fails too) and writes every survivor to

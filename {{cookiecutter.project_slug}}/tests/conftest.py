@@ -306,7 +306,7 @@ def two_ranks_launch(
 
 class RanksFailure(NamedTuple):
     summary: str
-    """How torchrun ended, and what the failing rank printed last."""
+    """How torchrun ended: the failing rank's own error, then torchrun's summary."""
 
 
 @pytest.fixture(scope="session")
