@@ -1076,6 +1076,20 @@ MUTATIONS = (
         "tests/test_tensor_parallel.py -k fails_the_projects_suite_once",
     ),
     Mutation(
+        "a failed two-rank run names torchrun's exit before the rank's own error",
+        f"{PROJECT}/tests/conftest.py",
+        '    return "\\n".join([*error, f"{ended} ({skipped}):", *lines[box:]])',
+        '    return "\\n".join([f"{ended} ({skipped}):", *error, *lines[box:]])',
+        "tests/test_tensor_parallel.py -k fails_the_projects_suite_once",
+    ),
+    Mutation(
+        "on CI, pytest's summary repeats a failure's whole message",
+        f"{PROJECT}/pyproject.toml",
+        '"--strict-markers", "--force-short-summary"]',
+        '"--strict-markers"]',
+        "tests/test_tensor_parallel.py -k fails_the_projects_suite_once",
+    ),
+    Mutation(
         "the works-with table is edited by hand: a model's row says what no run said",
         f"{PROJECT}/README.md",
         "| Phi-3 | decode | `Phi3Config`: `pad_token_id` and `eos_token_id` inside the vocabulary (32000 by default) | ok",

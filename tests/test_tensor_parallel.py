@@ -92,24 +92,28 @@ def test_a_failing_rank_stops_the_job_with_its_error(baked, tmp_path):
 
 @pytest.mark.slow
 def test_a_failing_rank_fails_the_projects_suite_once(baked, tmp_path):
-    """When a rank fails, the project's suite fails one test, showing the rank's own error before
-    torchrun's summary, and the tests that need the ranks' results skip pointing at it (not the
-    same summary under each)."""
+    """When a rank fails, the project's suite fails one test, showing the rank's own error first and
+    torchrun's summary once (on CI too, where pytest would repeat a whole message in its summary),
+    and the tests that need the ranks' results skip pointing at it (not the same summary under
+    each)."""
     project = tmp_path / "project"
     shutil.copytree(baked(**TP_VARIANTS[0]), project)
     model = project / "src" / package_of(project) / "model.py"
     model.write_text("import os\n" + model.read_text() + FAILING_RANK)
-    suite = again_if_torch_crashed(lambda: run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider"))
+    suite = again_if_torch_crashed(
+        lambda: run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", CI="true", COLUMNS="200")
+    )
     assert suite.returncode == 1
     summary = suite.stdout.strip().splitlines()[-1]
     assert re.match(r"1 failed, \d+ passed, \d+ skipped", summary), suite.stdout
-    assert "FAILED tests/test_tensor_parallel.py::test_two_ranks_run_under_torchrun" in suite.stdout
     assert suite.stdout.count("Root Cause (first observed failure)") == 1, suite.stdout
-    failure = suite.stdout.split("test_two_ranks_run_under_torchrun _", 1)[1]
-    first = next((line for line in failure.splitlines() if line.startswith("[rank")), None)
-    assert first == "[rank1]: RuntimeError: rank 1 cannot build its model", suite.stdout
-    assert failure.index(first) < failure.index("Root Cause (first observed failure)")
-    assert suite.stdout.count("rank 1 cannot build its model") == 1, suite.stdout
+    failures, _, summary_info = suite.stdout.partition(" short test summary info ")
+    failure = failures.split("test_two_ranks_run_under_torchrun _", 1)[1].split("\n", 1)[1]
+    root_cause = "[rank1]: RuntimeError: rank 1 cannot build its model"
+    assert failure.splitlines()[0] == root_cause, suite.stdout
+    assert failure.count("rank 1 cannot build its model") == 1, suite.stdout
+    failed = "FAILED tests/test_tensor_parallel.py::test_two_ranks_run_under_torchrun"
+    assert f"{failed} - Failed: {root_cause}\n" in summary_info, suite.stdout
     assert "the two-rank run failed: see test_two_ranks_run_under_torchrun" in suite.stdout
 
 

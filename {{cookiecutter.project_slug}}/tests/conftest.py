@@ -321,7 +321,7 @@ def two_ranks_attempt(two_ranks_launch: Launch | str) -> TwoRanks | RanksFailure
     code = waited(two_ranks_launch, RANKS_TIMEOUT)
     if code != 0:
         ended = f"did not end within {RANKS_TIMEOUT} s" if code is None else f"exited {code}"
-        return RanksFailure(f"torchrun {ended}:\n{rank_error(two_ranks_launch.folder)}")
+        return RanksFailure(rank_error(two_ranks_launch.folder, f"torchrun {ended}"))
     saved = {rank: two_ranks_launch.folder / f"rank{rank}.pt" for rank in range(RANKS)}
     results = {
         rank: torch.load(path, weights_only=False) for rank, path in saved.items() if path.exists()
@@ -329,17 +329,20 @@ def two_ranks_attempt(two_ranks_launch: Launch | str) -> TwoRanks | RanksFailure
     return TwoRanks(RANKS, results)
 
 
-def rank_error(folder: Path) -> str:
-    """The error the first failing rank printed ([rank<N>]: lines), then torchrun's summary; or,
-    where the ranks printed no such error (a rank killed by a signal, a hang), the last lines."""
+def rank_error(folder: Path, ended: str) -> str:
+    """The error the first failing rank printed ([rank<N>]: lines), then how torchrun ended and its
+    summary; or, where the ranks printed no such error (a rank killed by a signal, a hang), how
+    torchrun ended and the last lines. The root cause comes first: pytest's one-line summary of
+    the failure shows the first line."""
+    skipped = "the tests that need the ranks' results are skipped"
     lines = (folder / "stderr").read_text(errors="replace").strip().splitlines()
     start = next((n for n, line in enumerate(lines) if line.startswith("[rank")), None)
     box = next((n for n, line in enumerate(lines) if line == "=" * 60), None)
     if start is None or box is None:
-        return tail(folder)
+        return f"{ended} ({skipped}); its last lines:\n{tail(folder)}"
     prefix = lines[start].partition(":")[0] + ":"
     error = itertools.takewhile(lambda line: line.startswith(prefix), lines[start:])
-    return "\n".join([*error, *lines[box:]])
+    return "\n".join([*error, f"{ended} ({skipped}):", *lines[box:]])
 
 
 @pytest.fixture(scope="session")

@@ -35,11 +35,7 @@ def test_two_ranks_run_under_torchrun(two_ranks_failure):
     """two_ranks.py runs every step on two ranks under torchrun and exits 0; if it cannot, this
     one test says why."""
     if two_ranks_failure:
-        pytest.fail(
-            "the two-rank run fails, so the tests that need its results are skipped:\n"
-            f"{two_ranks_failure}",
-            pytrace=False,
-        )
+        pytest.fail(two_ranks_failure, pytrace=False)
 
 
 # two_ranks (conftest.py): the MRE, among other steps, on two ranks under torchrun (two_ranks.py).
