@@ -270,7 +270,7 @@ def test_a_later_rank_failing_otherwise_prints_one_short_line(store, tmp_path):
     assert shown.startswith("ValueError after rank 0 failed, printed on rank 1's stderr; full traceback: ")
 
 
-class Hooks:
+class RecordingHook:
     """The excepthook in place before report_when_uncaught, recording what reaches it."""
 
     def __init__(self):
@@ -282,7 +282,7 @@ class Hooks:
 
 @pytest.fixture
 def previous(monkeypatch):
-    hook = Hooks()
+    hook = RecordingHook()
     monkeypatch.setattr(sys, "excepthook", hook)
     return hook
 
