@@ -98,24 +98,33 @@ def test_stand_in_says_no_cache_is_written(in_tmp_dir, caplog, monkeypatch):
     assert not (in_tmp_dir / CACHE_DIR).exists()
 
 
-def test_on_an_npu_cache_compile_gets_the_method_shapes_folder_and_options(monkeypatch):
-    """On an NPU CachedModel hands npugraph_ex's cache_compile its _forward, dynamic=False, the
-    cache folder it was given and the npugraph_ex options, and forward() runs what that returns."""
+NPU = Backend("npugraph_ex", "npu", "a test")
+
+
+def on_an_npu(monkeypatch, cached=None) -> list:
+    """npugraph_ex selected, with a cache_compile that records each (method, keywords) it is
+    asked for and returns `cached`, or else the method itself."""
     asked = []
 
     def recording(method, **keywords):
         asked.append((method, keywords))
-        return lambda *dummy_input: ("cached graph", dummy_input)
+        return cached or method
 
     inference = SimpleNamespace(cache_compile=recording)
     npu = SimpleNamespace(npugraph_ex=SimpleNamespace(inference=inference))
     monkeypatch.setattr(torch, "npu", npu, raising=False)
-    backend = Backend("npugraph_ex", "npu", "a test")
-    monkeypatch.setattr(compile_cache, "select_backend", lambda: backend)
+    monkeypatch.setattr(compile_cache, "select_backend", lambda: NPU)
+    return asked
+
+
+def test_on_an_npu_cache_compile_gets_the_method_shapes_folder_and_options(monkeypatch):
+    """On an NPU CachedModel hands npugraph_ex's cache_compile its _forward, dynamic=False, the
+    cache folder it was given and the npugraph_ex options, and forward() runs what that returns."""
+    asked = on_an_npu(monkeypatch, cached=lambda *dummy_input: ("cached graph", dummy_input))
     model = CachedModel(Plain(), cache_dir="npu_cache")
     ((method, keywords),) = asked
     assert method == model._forward
-    assert keywords == {"dynamic": False, "cache_dir": "npu_cache", "options": backend.options}
+    assert keywords == {"dynamic": False, "cache_dir": "npu_cache", "options": NPU.options}
     assert model(1, 2) == ("cached graph", (1, 2))
 
 
@@ -160,3 +169,36 @@ def test_each_rank_asks_for_its_own_cache(in_tmp_dir, monkeypatch):
     assert [{k: v for k, v in each.items() if k.endswith("rank")} for each in asked] == [
         {"global_rank": 0, "tp_rank": 0}
     ]
+
+
+def test_on_an_npu_each_capture_size_is_a_cached_method_of_its_own(monkeypatch):
+    """cached_steps hands cache_compile one method per capture size, named decode_batch<size>
+    (its own code, so its own graph and cache folder), with dynamic=False, the cache folder, the
+    options and this rank's keywords; each runs the model."""
+    asked = on_an_npu(monkeypatch)
+    ranks = {"global_rank": 1, "tp_rank": 1, "pp_rank": 0}
+    steps = compile_cache.cached_steps(Plain(), (1, 4), cache_dir="npu_cache", **ranks)
+    assert sorted(steps) == [1, 4]
+    assert [method for method, _ in asked] == [steps[1], steps[4]]
+    for size, (method, keywords) in zip((1, 4), asked, strict=True):
+        name = f"decode_batch{size}"
+        assert (method.__name__, method.__qualname__) == (name, f"DecodeSteps.{name}")
+        assert method.__code__.co_name == name
+        assert keywords == {"dynamic": False, "cache_dir": "npu_cache", "options": NPU.options, **ranks}
+        assert torch.equal(method(torch.ones(2)), torch.full((2,), 2.0))
+    assert steps[1].__code__ is not steps[4].__code__
+
+
+def test_off_an_npu_a_decode_step_must_compile_as_one_graph(monkeypatch):
+    """The stand-in compiles each step with fullgraph=True: a graph break fails, it is not split."""
+
+    class Breaks(nn.Module):
+        def forward(self, x):
+            torch._dynamo.graph_break()
+            return x * 2
+
+    monkeypatch.setenv(BACKEND_ENV, "aot_eager")
+    torch._dynamo.reset()
+    (step,) = compile_cache.cached_steps(Breaks(), (2,), cache_dir="unused").values()
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        step(torch.ones(2))

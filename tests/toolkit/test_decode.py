@@ -220,6 +220,17 @@ def test_a_graph_compiled_after_warm_up_is_recorded_with_its_batch_and_position(
     assert graphs.recompiles == ["batch 3 (capture size 4) at positions [5] compiled a new graph"]
 
 
+def test_a_batch_runs_padded_to_its_capture_size_with_rows_of_token_0():
+    """A batch of 3 runs the graph captured for 4: its rows and one padding row of token 0, the
+    shape it was captured at; only the batch's own rows' logits come back."""
+    step = Recorder()
+    graphs = DecodeGraphs(nn.Module(), {4: step}, CACHE, "cpu")
+    logits = graphs(torch.tensor([[1], [2], [3]]), torch.tensor([5]))
+    ((tokens, _),) = step.calls
+    assert tokens.tolist() == [[1], [2], [3], [0]]
+    assert logits.argmax(-1).tolist() == [[1], [2], [3]]
+
+
 def described(*tensors: torch.Tensor) -> list[tuple[tuple[int, ...], torch.dtype, str]]:
     return [(tuple(tensor.shape), tensor.dtype, tensor.device.type) for tensor in tensors]
 

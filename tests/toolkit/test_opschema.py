@@ -2,10 +2,13 @@
 
 import re
 import textwrap
+import uuid
 from importlib.resources import files
 
 import pytest
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.library import Library
 
 from plugin_project.op_reference import reference
 from plugin_project.toolkit import op_plugin, opschema
@@ -60,6 +63,23 @@ def test_an_existing_op_with_another_schema_is_refused():
         f"torch_npu already has an npu::{name} with another schema ({existing}); "
         "give this op another name in op_plugin_functions.yaml"
     )
+
+
+def test_off_an_npu_a_missing_op_is_defined_as_one_op_for_every_backend():
+    """Where no NPU runs and torch_npu lacks the op, npu::<name> is defined from the func with the
+    kernel, for every backend (the meta device too), and traces as itself, not as the kernel's ops;
+    the Library returned keeps the definition alive."""
+    name = f"stand_in_{uuid.uuid4().hex[:8]}"  # a fresh op each run: definitions last the process
+    func = f"{name}(Tensor x) -> Tensor"
+    library = op_plugin.define_if_missing(name, func, torch.sin, npu_ok=False)
+    assert isinstance(library, Library)
+    op = getattr(torch.ops.npu, name)
+    assert op.default._schema == torch._C.parse_schema(f"npu::{func}")
+    x = torch.randn(3)
+    assert torch.equal(op(x), torch.sin(x))
+    assert op(x.to("meta")).shape == (3,)
+    traced = make_fx(op)(x)
+    assert [node.target for node in traced.graph.nodes if node.op == "call_function"] == [op.default]
 
 
 def test_existing_op_is_left_alone():

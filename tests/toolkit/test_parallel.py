@@ -327,6 +327,13 @@ def test_ranks_that_compiled_other_counts_of_graphs_are_each_named():
     assert row.endswith("on rank 0, graphs per rank 1, 2, 1")
 
 
+def test_ranks_that_each_compiled_two_graphs_say_so_once():
+    """Ranks that compiled the same number of graphs, two: one count for all, in the plural."""
+    ranks = Ranks(0, 0, 2, "gloo", "cpu", mesh=None)
+    row = report.ranks_row(ranks, [report.FirstCall(0.5, 2), report.FirstCall(0.5, 2)])
+    assert row.endswith("on rank 0, 2 graphs on each rank")
+
+
 FIRST_CALLS = [(0.5, 1), (1.25, 1)]
 """What the first call took and compiled on each of two ranks."""
 

@@ -239,3 +239,27 @@ def test_generate_s_prompt_is_the_mre_s_after_the_rehearsal(monkeypatch):
     generation.build(backend)
     (prompt,) = model_py.example_inputs()
     assert torch.equal(prompt, expected)
+
+
+def test_an_error_no_line_of_yours_raised_is_refused_without_a_place():
+    """A model of torch's own (nn.Linear) on an input of the wrong width fails in torch alone: the
+    refusal names the error, and no place."""
+    from forward_project.toolkit.rehearsal import EagerFailure, rehearse
+
+    with pytest.raises(EagerFailure) as refused:
+        rehearse(nn.Linear(4, 2), (torch.ones(1, 3),))
+    assert str(refused.value) == (
+        "the model fails eagerly, so graph mode cannot be judged: RuntimeError: mat1 and mat2 "
+        "shapes cannot be multiplied (1x3 and 4x2); `python -m forward_project check` says more"
+    )
+
+
+def test_a_rehearsal_leaves_every_accelerators_generator_alone(monkeypatch):
+    """Only the CPU's generator is forked: on a machine of 8 accelerators (stood in for by CUDA's
+    module, counting 8 on this CPU build), none is initialized for its random state, nor warned
+    about."""
+    from forward_project.toolkit.rehearsal import rehearse
+
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *args: torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    rehearse(nn.Linear(3, 2), (torch.ones(1, 3),))

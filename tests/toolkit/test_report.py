@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from cache_project.toolkit import report as cache_report
 from forward_project.toolkit import report
 from forward_project.toolkit.backend import select_backend
 from forward_project.toolkit.contract import describe_tree
@@ -79,3 +80,20 @@ def test_a_first_call_that_compiles_a_graph_counts_it():
     with first_call(backend) as call:
         compiled(torch.ones(3, device=backend.device))
     assert call.graphs == 1
+
+
+@pytest.mark.parametrize(
+    ("module", "graphs", "first_call"),
+    [
+        (cache_report, 0, "no graph: loaded from the cache_compile cache"),
+        (cache_report, 1, "1 graph"),
+        (report, 0, "0 graphs"),
+    ],
+    ids=["cache_compile, loaded", "cache_compile, compiled", "npugraph_ex"],
+)
+def test_a_first_call_that_loaded_the_cache_says_so(capsys, module, graphs, first_call):
+    """In cache_compile mode a first call that compiled no graph loaded the cache, and the report
+    says so; one that compiled counts its graphs, as every other mode does."""
+    module.print_report(select_backend(), None, (torch.ones(2),), torch.ones(2), module.FirstCall(0.5, graphs))
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("first call")]
+    assert row == f"first call  0.50 s, {first_call} (compile and capture included)"

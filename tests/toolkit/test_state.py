@@ -9,9 +9,12 @@ from torch import nn
 
 from forward_project.toolkit import bench
 from forward_project.toolkit.state import (
+    APPEARED_FIX,
+    CHANGED_FIX,
     StateOutOfSight,
     restore,
     save,
+    sighting,
     state_mismatches,
     state_tensors,
     watching,
@@ -271,3 +274,68 @@ def test_a_number_that_stays_nan_is_unchanged():
     model = nn.Module()
     model.threshold = float("nan")
     assert refusal(model, lambda: None) is None
+
+
+def test_a_number_that_becomes_nan_changed():
+    """A float attribute that a call turns from a number into NaN is named: NaN equals only NaN."""
+    model = nn.Module()
+    model.threshold = 1.0
+
+    def diverge() -> None:
+        model.threshold = float("nan")
+
+    assert refusal(model, diverge).found == ["threshold went from 1.0 to nan during the call"]
+
+
+class LazyLayer:
+    """A cache layer allocated at its first call, as transformers' lazy StaticCache layers are:
+    a flag says so; `count` is a number it advances as well."""
+
+    def __init__(self) -> None:
+        self.keys = None
+        self.is_initialized = False
+        self.count = 0
+
+    def allocate(self) -> None:
+        self.keys = torch.zeros(2)
+        self.is_initialized = True
+        self.count += 1
+
+
+class LazyCache:
+    def __init__(self) -> None:
+        self.layers = [LazyLayer()]
+        self.ready = False
+
+
+def test_a_flag_beside_a_tensor_that_appeared_is_part_of_it_and_a_count_is_not():
+    """A flag set beside a tensor that appeared allocates it, and is not named on its own; a
+    count there that went up is; both fixes are given, one after the other."""
+    model = nn.Module()
+    model.cache = LazyCache()
+    found = refusal(model, model.cache.layers[0].allocate)
+    assert found.found == [
+        "cache.layers[0].keys appeared during the call",
+        "cache.layers[0].count went from 0 to 1 during the call",
+    ]
+    assert found.fix == f"{APPEARED_FIX}; and {CHANGED_FIX}"
+
+
+def test_a_flag_elsewhere_than_beside_the_tensor_that_appeared_is_named():
+    """Only the flags of the object that holds the new tensor are part of allocating it: one that
+    its container set is a change of its own."""
+    model = nn.Module()
+    model.cache = LazyCache()
+
+    def allocate() -> None:
+        model.cache.layers[0].allocate()
+        model.cache.ready = True
+
+    assert "cache.ready went from False to True during the call" in refusal(model, allocate).found
+
+
+def test_a_buffer_two_modules_share_is_seen_under_each_path():
+    """What a model holds is seen under every path that reaches it, a shared buffer included."""
+    first, second = Counts(), Counts()
+    second.steps = first.steps
+    assert sorted(sighting(nn.Sequential(first, second))) == ["0.steps", "1.steps"]
