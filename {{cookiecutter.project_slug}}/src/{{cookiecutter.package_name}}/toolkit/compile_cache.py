@@ -112,7 +112,7 @@ class DecodeSteps(torch.nn.Module):
         """step() as a method named decode_batch<size>."""
         name = f"decode_batch{size}"
         code = DecodeSteps.step.__code__.replace(co_name=name, co_qualname=f"DecodeSteps.{name}")
-        return types.MethodType(types.FunctionType(code, globals(), name), self)
+        return types.MethodType(types.FunctionType(code, globals()), self)  # named by its code
 
 
 def cached_steps(
