@@ -17,6 +17,7 @@ from torch._dynamo.utils import counters
 
 from decode_project.model import VOCAB
 from forward_project.toolkit.backend import BACKEND_ENV
+from forward_project.toolkit.rehearsal import EagerFailure, rehearse
 
 TOOLS = [
     ("bench", "forward_project"),
@@ -222,7 +223,7 @@ def test_a_rehearsal_leaves_the_random_generator_where_it_was():
     """A model that draws random numbers: after the rehearsal the generator draws what it would
     have drawn without it, so a tool's next draw (its inputs) is the MRE's."""
     drawn = torch.get_rng_state()
-    module("forward_project", "toolkit.rehearsal").rehearse(Draws(), (torch.ones(2),))
+    rehearse(Draws(), (torch.ones(2),))
     assert torch.equal(torch.get_rng_state(), drawn)
 
 
@@ -244,8 +245,6 @@ def test_generate_s_prompt_is_the_mre_s_after_the_rehearsal(monkeypatch):
 def test_an_error_no_line_of_yours_raised_is_refused_without_a_place():
     """A model of torch's own (nn.Linear) on an input of the wrong width fails in torch alone: the
     refusal names the error, and no place."""
-    from forward_project.toolkit.rehearsal import EagerFailure, rehearse
-
     with pytest.raises(EagerFailure) as refused:
         rehearse(nn.Linear(4, 2), (torch.ones(1, 3),))
     assert str(refused.value) == (
@@ -258,8 +257,6 @@ def test_a_rehearsal_leaves_every_accelerators_generator_alone(monkeypatch):
     """Only the CPU's generator is forked: on a machine of 8 accelerators (stood in for by CUDA's
     module, counting 8 on this CPU build), none is initialized for its random state, nor warned
     about."""
-    from forward_project.toolkit.rehearsal import rehearse
-
     monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *args: torch.device("cuda"))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
     rehearse(nn.Linear(3, 2), (torch.ones(1, 3),))
