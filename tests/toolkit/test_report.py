@@ -83,7 +83,7 @@ def test_a_first_call_that_compiles_a_graph_counts_it():
 
 
 @pytest.mark.parametrize(
-    ("module", "graphs", "first_call"),
+    ("module", "graphs", "said"),
     [
         (cache_report, 0, "no graph: loaded from the cache_compile cache"),
         (cache_report, 1, "1 graph"),
@@ -91,11 +91,11 @@ def test_a_first_call_that_compiles_a_graph_counts_it():
     ],
     ids=["cache_compile, loaded", "cache_compile, compiled", "npugraph_ex"],
 )
-def test_a_first_call_that_loaded_the_cache_says_so(capsys, module, graphs, first_call):
+def test_a_first_call_that_loaded_the_cache_says_so(capsys, module, graphs, said):
     """In cache_compile mode a first call that compiled no graph loaded the cache, and the report
     says so; one that compiled counts its graphs, as every other mode does."""
     module.print_report(
         select_backend(), None, (torch.ones(2),), torch.ones(2), module.FirstCall(0.5, graphs)
     )
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("first call")]
-    assert row == f"first call  0.50 s, {first_call} (compile and capture included)"
+    assert row == f"first call  0.50 s, {said} (compile and capture included)"

@@ -303,6 +303,8 @@ class LazyLayer:
 
 
 class LazyCache:
+    """A cache of lazy layers, with a flag of its own."""
+
     def __init__(self) -> None:
         self.layers = [LazyLayer()]
         self.ready = False
