@@ -759,9 +759,25 @@ MUTATIONS = (
     Mutation(
         "a number a call advances goes unseen",
         f"{TOOLKIT}/state.py",
-        "        numbers = isinstance(value, NUMBER) and isinstance(old, NUMBER)\n",
-        "        numbers = False\n",
+        "        if isinstance(old, NUMBER) and not flag and not same_number(old, value):\n",
+        "        if False:\n",
         "tests/toolkit/test_rehearsal.py -k number_a_call_advances",
+        None,
+    ),
+    Mutation(
+        "a number a call sets for the first time goes unseen",
+        f"{TOOLKIT}/state.py",
+        "            if owner(path) not in allocated:\n",
+        "            if False:\n",
+        "tests/toolkit/test_state.py -k first_time",
+        None,
+    ),
+    Mutation(
+        "a size set beside a tensor that appeared is named apart",
+        f"{TOOLKIT}/state.py",
+        "            if owner(path) not in allocated:\n",
+        "            if True:\n",
+        "tests/toolkit/test_state.py -k size_set_beside",
         None,
     ),
     Mutation(

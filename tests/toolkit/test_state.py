@@ -11,6 +11,7 @@ from forward_project.toolkit import bench
 from forward_project.toolkit.state import (
     APPEARED_FIX,
     CHANGED_FIX,
+    SET_FIX,
     StateOutOfSight,
     restore,
     save,
@@ -287,9 +288,22 @@ def test_a_number_that_becomes_nan_changed():
     assert refusal(model, diverge).found == ["threshold went from 1.0 to nan during the call"]
 
 
+def test_a_number_a_call_sets_for_the_first_time_is_named():
+    """A Python number that the model holds only from its first call on (a counter started there)
+    is named with its value, and the fix is to set it when build_model() builds the model."""
+    model = nn.Module()
+
+    def count() -> None:
+        model.calls = getattr(model, "calls", 0) + 1
+
+    found = refusal(model, count)
+    assert found.found == ["calls first set to 1 during the call"]
+    assert found.fix == SET_FIX
+
+
 class LazyLayer:
     """A cache layer allocated at its first call, as transformers' lazy StaticCache layers are:
-    a flag says so; `count` is a number it advances as well."""
+    a flag says so, and its size is set then too; `count` is a number it advances as well."""
 
     def __init__(self) -> None:
         self.keys = None
@@ -298,6 +312,7 @@ class LazyLayer:
 
     def allocate(self) -> None:
         self.keys = torch.zeros(2)
+        self.batch_size = 2
         self.is_initialized = True
         self.count += 1
 
@@ -321,6 +336,29 @@ def test_a_flag_beside_a_tensor_that_appeared_is_part_of_it_and_a_count_is_not()
         "cache.layers[0].count went from 0 to 1 during the call",
     ]
     assert found.fix == f"{APPEARED_FIX}; and {CHANGED_FIX}"
+
+
+def test_a_size_set_beside_a_tensor_that_appeared_is_part_of_it():
+    """A number first set beside a tensor that appeared (transformers' lazy layers set batch_size)
+    allocates it, and is not named on its own."""
+    model = nn.Module()
+    model.cache = LazyCache()
+    found = refusal(model, model.cache.layers[0].allocate).found
+    assert not any("batch_size" in line for line in found)
+    assert "cache.layers[0].keys appeared during the call" in found
+
+
+def test_a_number_set_elsewhere_than_beside_the_tensor_that_appeared_is_named():
+    """Only the numbers of the object that holds the new tensor are part of allocating it: one that
+    its container set for the first time is named."""
+    model = nn.Module()
+    model.cache = LazyCache()
+
+    def allocate() -> None:
+        model.cache.layers[0].allocate()
+        model.cache.length = 8
+
+    assert "cache.length first set to 8 during the call" in refusal(model, allocate).found
 
 
 def test_a_flag_elsewhere_than_beside_the_tensor_that_appeared_is_named():

@@ -8,8 +8,9 @@ with eager starts each side from the same saved state and compares the state aft
 
 What a call makes or changes outside that state, save() cannot keep and restore() cannot put back:
 a tensor that appears at the first call (a cache allocated lazily, as transformers' StaticCache is
-without early_initialization()), or a Python number that a call advances (transformers'
-sliding-window cache layers count tokens in one). Runs compared from "the same state" would then
+without early_initialization()), a Python number that a call sets for the first time (a counter
+started at the first call), or one that a call advances (transformers' sliding-window cache layers
+count tokens in one). Runs compared from "the same state" would then
 start from different ones, and Dynamo bakes each such number into the graph, so every new value
 compiles another. watching() looks for both around a call, and refuses the model naming each.
 """
@@ -145,6 +146,7 @@ APPEARED_FIX = (
     "allocate every tensor the model keeps when build_model() builds it, not at its first call "
     "(a transformers StaticCache: call its early_initialization() there)"
 )
+SET_FIX = "set every number the model keeps when build_model() builds it, not at its first call"
 CHANGED_FIX = (
     "hold what a call advances in a tensor, written in place: graph mode bakes a Python number "
     "into the graph, and every new value compiles another"
@@ -157,8 +159,9 @@ WINDOW_FIX = (
 
 
 class StateOutOfSight(ContractError):
-    """A call made a tensor, or changed a number, that the model holds outside what save() keeps,
-    so no tool can start eager and graph mode from one state. `found` names each, `fix` the cure."""
+    """A call made a tensor, or set or changed a number, that the model holds outside what save()
+    keeps, so no tool can start eager and graph mode from one state. `found` names each, `fix`
+    the cure."""
 
     def __init__(self, found: list[str], fix: str) -> None:
         self.found, self.fix = found, fix
@@ -185,8 +188,8 @@ def owner(path: str) -> str:
 def out_of_sight(before: Sighting, after: Sighting, when: str) -> StateOutOfSight | None:
     """What a call did out of save()'s sight, from what the model held `before` and `after` it:
     each tensor that appeared (at a path that held no tensor, and not one held elsewhere before:
-    a buffer that forward replaced is restore()'s to put back), and each number that changed;
-    None if nothing."""
+    a buffer that forward replaced is restore()'s to put back), each number set where none was,
+    and each number that changed; None if nothing."""
     known = {id(value) for value in before.values() if isinstance(value, torch.Tensor)}
     appeared = [
         path
@@ -195,20 +198,30 @@ def out_of_sight(before: Sighting, after: Sighting, when: str) -> StateOutOfSigh
         and id(value) not in known
         and not isinstance(before.get(path), torch.Tensor)
     ]
-    # A flag set beside a tensor that appeared (transformers' is_initialized) is part of allocating
-    # it: the allocation names it.
+    # A flag or a size set beside a tensor that appeared (transformers' lazy cache layers set
+    # is_initialized, batch_size, num_heads) is part of allocating it: the allocation names it.
     allocated = {owner(path) for path in appeared}
+    set_to: dict[str, list[str]] = {}
     changes: dict[tuple[str, str], list[str]] = {}
     for path, value in after.items():
-        old = before.get(path)
-        numbers = isinstance(value, NUMBER) and isinstance(old, NUMBER)
+        if not isinstance(value, NUMBER):
+            continue
+        if path not in before:
+            if owner(path) not in allocated:
+                set_to.setdefault(repr(value), []).append(path)
+            continue
+        old = before[path]
         flag = isinstance(value, bool) and owner(path) in allocated
-        if numbers and not flag and not same_number(old, value):
+        if isinstance(old, NUMBER) and not flag and not same_number(old, value):
             changes.setdefault((repr(old), repr(value)), []).append(path)
     found, fixes = [], []
     if appeared:
         found.append(f"{', '.join(appeared)} appeared {when}")
         fixes.append(APPEARED_FIX)
+    for value, paths in set_to.items():
+        found.append(f"{', '.join(paths)} first set to {value} {when}")
+    if set_to:
+        fixes.append(SET_FIX)
     for (old, new), paths in changes.items():
         found.append(f"{', '.join(paths)} went from {old} to {new} {when}")
     if changes:
@@ -220,8 +233,8 @@ def out_of_sight(before: Sighting, after: Sighting, when: str) -> StateOutOfSigh
 
 @contextmanager
 def watching(model: nn.Module, when: str) -> Iterator[None]:
-    """Raise StateOutOfSight if the block (a call of the model) makes a tensor or changes a number
-    that the model holds outside what save() keeps; `when` says which call it was."""
+    """Raise StateOutOfSight if the block (a call of the model) makes a tensor, or sets or changes
+    a number, that the model holds outside what save() keeps; `when` says which call it was."""
     before = sighting(model)
     yield
     if refusal := out_of_sight(before, sighting(model), when):
