@@ -16,9 +16,9 @@ NPU npugraph_ex with force_eager, with force_recapture, then plain; last, the ba
 on new inputs of the same shapes must not recompile; if it does, check prints the guard Dynamo
 names. Each rung starts from the state the eager run started from (its buffers: a KV cache, a step
 counter), and must leave the state eager left as well as return its output. A model whose eager
-calls make a tensor or change a Python number outside that state (state.watching()) is checked no
-further: no rung could start from the state eager started from. Each non-tensor input is a
-warning: graph mode bakes its value in, so new values recompile.
+calls make a tensor, or set or change a Python number, outside that state (state.watching()) is
+checked no further: no rung could start from the state eager started from. Each non-tensor input is
+a warning: graph mode bakes its value in, so new values recompile.
 
 Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all,
 keeps state that no run can be started from, or $NPUGRAPH_BACKEND names no backend that can run

@@ -4,9 +4,10 @@ bench, generate and profile compare graph mode with eager or run a model many ti
 says whether a model runs: each first runs the model eagerly as the MRE does (in a decode project
 the prompt's prefill, then the first decode step; elsewhere one step) through rehearse(). A model
 that fails there is refused in one line, as `check` refuses it, rather than failing later inside a
-compile with a traceback. One whose calls make a tensor or change a Python number outside the state
-the tools save and put back is refused naming each and the fix (state.watching()). Otherwise the
-model's state and the random number generator are put back, and the tool goes on as if nothing ran.
+compile with a traceback. One whose calls make a tensor, or set or change a Python number, outside
+the state the tools save and put back is refused naming each and the fix (state.watching()).
+Otherwise the model's state and the random number generator are put back, and the tool goes on as
+if nothing ran.
 """
 
 from __future__ import annotations
