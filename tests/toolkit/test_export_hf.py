@@ -24,6 +24,51 @@ def export_command(directory, module=export_hf, *arguments):
     return code, printed.getvalue(), told.getvalue()
 
 
+def printout(directory, module=export_hf, *arguments) -> str:
+    """What export-hf prints for `directory`, which it names as DIR."""
+    code, printed, _ = export_command(directory, module, *arguments)
+    assert code == 0
+    return printed.replace(str(directory), "DIR")
+
+
+def test_the_printout_reads_as_its_snapshot(tmp_path, snapshot):
+    """What export-hf prints (the files written, the command, each setting in vLLM's terms with
+    its source) is the reviewed text: a change to it shows as a change of the snapshot."""
+    assert printout(tmp_path) == snapshot
+
+
+def test_a_tensor_parallel_printout_reads_as_its_snapshot(tmp_path, snapshot):
+    """A tensor-parallel project's printout says so and serves on the ranks asked for."""
+    assert printout(tmp_path, parallel_export_hf, "--tensor-parallel-size", "4") == snapshot
+
+
+@pytest.mark.parametrize("module", [export_hf, parallel_export_hf], ids=["decode", "tensor_parallel"])
+def test_the_help_reads_as_its_snapshot(module, monkeypatch, snapshot):
+    """`export-hf --help` describes the tool and each argument, in the reviewed words."""
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("NO_COLOR", "1")  # Python 3.14's argparse colours its help otherwise
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), pytest.raises(SystemExit):
+        module.main(["--help"], prog="export-hf")
+    assert printed.getvalue() == snapshot
+
+
+def test_the_folder_is_made_with_its_parents(tmp_path):
+    """A folder whose parents do not exist yet is made, parents and all."""
+    assert export_command(tmp_path / "a" / "b")[0] == 0
+    assert (tmp_path / "a" / "b" / "config.json").exists()
+
+
+def test_the_weights_say_they_are_pytorchs(tmp_path):
+    """model.safetensors carries the metadata format "pt" that save_pretrained writes and
+    transformers' loader checks for."""
+    from safetensors import safe_open
+
+    export_hf.export(tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "pt") as weights:
+        assert weights.metadata() == {"format": "pt"}
+
+
 def test_the_sample_is_written_under_its_ports_architecture(tmp_path):
     """config.json is model.py's hf_config(), naming the class vllm_model.py registers, beside
     the weights and a generation_config.json."""
@@ -59,25 +104,65 @@ def test_the_config_says_what_the_port_reads(tmp_path):
     assert exported.head_dim == model.HIDDEN // model.HEADS
 
 
-def test_a_model_with_no_hf_config_and_no_transformers_model_is_refused(tmp_path, monkeypatch):
-    """A model of one's own without hf_config(): exit 2, one line naming what is missing, and
-    nothing written."""
+def test_a_model_with_no_hf_config_and_no_transformers_model_is_refused(tmp_path, monkeypatch, snapshot):
+    """A model of one's own without hf_config(): exit 2, one line naming the model's class and
+    what is missing, and nothing written."""
     monkeypatch.delattr(model, "hf_config")
     target = tmp_path / "hf"
     code, printed, told = export_command(target)
     assert (code, printed) == (2, "")
     assert len(told.splitlines()) == 1
-    assert "no hf_config()" in told
-    assert "vllm_model.py" in told
+    assert f"returns a {type(model.build_model()).__name__}," in told
+    assert told == snapshot
     assert not target.exists()
 
 
-def test_an_hf_config_without_architectures_is_refused(tmp_path, monkeypatch):
-    """hf_config() must name the architecture vLLM looks its class up by."""
-    monkeypatch.setattr(model, "hf_config", lambda: {"model_type": "llama"})
+@pytest.mark.parametrize(
+    "config",
+    [{"model_type": "llama"}, "llama", {"architectures": []}, {"architectures": [3]}],
+    ids=["no architectures", "not a dict", "an empty list", "not a name"],
+)
+def test_an_hf_config_without_an_architectures_name_is_refused(tmp_path, monkeypatch, config):
+    """hf_config() must return a dict naming the architecture vLLM looks its class up by: anything
+    else is refused in one line, not a traceback."""
+    monkeypatch.setattr(model, "hf_config", lambda: config)
     code, _, told = export_command(tmp_path / "hf")
     assert code == 2
-    assert "'architectures'" in told
+    assert len(told.splitlines()) == 1
+    assert "must return a dict with 'architectures': [name]" in told
+
+
+def test_a_size_that_is_no_number_is_refused(tmp_path, capsys):
+    """--tensor-parallel-size takes a whole number: anything else is argparse's usage error."""
+    with pytest.raises(SystemExit) as exit:
+        parallel_export_hf.main([str(tmp_path), "--tensor-parallel-size", "two"], prog="export-hf")
+    assert exit.value.code == 2
+    assert "invalid int value: 'two'" in capsys.readouterr().err
+
+
+def test_the_json_files_are_written_as_save_pretrained_writes_them(tmp_path):
+    """config.json and generation_config.json are indented by two spaces and end in a newline,
+    as transformers' save_pretrained writes them: a folder of either kind diffs alike."""
+    export_hf.export(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert (tmp_path / "config.json").read_text() == json.dumps(config, indent=2) + "\n"
+    generation = json.loads((tmp_path / "generation_config.json").read_text())
+    assert (tmp_path / "generation_config.json").read_text() == json.dumps(generation, indent=2) + "\n"
+
+
+def test_a_head_dim_the_config_names_wins_over_hidden_by_heads():
+    """A config that names head_dim (Gemma's differs from hidden / heads) is read by it."""
+    config = {"head_dim": 24, "hidden_size": 32, "num_attention_heads": 2}
+    assert export_hf.head_dim_of(config) == 24
+    assert export_hf.head_dim_of({**config, "head_dim": None}) == 16
+
+
+def test_a_model_without_floating_point_weights_is_float32():
+    """The dtype of a model with no floating-point weights (none at all, or integer ones) is float32."""
+    holds_ints = nn.Module()
+    holds_ints.table = nn.Parameter(torch.zeros(2, dtype=torch.long), requires_grad=False)
+    assert export_hf.dtype_of(nn.Module()) == torch.float32
+    assert export_hf.dtype_of(holds_ints) == torch.float32
 
 
 def test_a_transformers_model_behind_the_contract_is_saved_with_save_pretrained(tmp_path, monkeypatch):

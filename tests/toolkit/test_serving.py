@@ -70,6 +70,14 @@ def test_cache_compile_names_its_cache_folder_as_having_no_equivalent(monkeypatc
     assert any("'.my_cache'" in s.project and "VLLM_CACHE_ROOT" in s.source for s in missing)
 
 
+def test_the_cache_folders_row_reads_as_its_snapshot(monkeypatch, snapshot):
+    """The rows of the settings with no equivalent, the cache_compile folder's among them, read as
+    reviewed (the others are in export-hf's printout)."""
+    monkeypatch.setattr(project, "CACHE_COMPILE", True)
+    monkeypatch.setattr(project, "CACHE_DIR", ".my_cache")
+    assert serving.render(serving.no_equivalent()) == snapshot
+
+
 @pytest.mark.parametrize("size", [None, 2])
 def test_tensor_parallel_size_only_where_asked(size):
     """--tensor-parallel-size appears exactly when a tensor-parallel project asks for it."""
@@ -92,3 +100,8 @@ def test_a_cpu_runs_the_batch_length_and_dtype_eagerly():
     assert arguments["max_num_seqs"] == model.MAX_BATCH
     assert arguments["max_model_len"] == model.MAX_SEQ_LEN
     assert (arguments["dtype"], arguments["enforce_eager"]) == ("float32", True)
+
+
+def test_a_cpu_run_starts_no_tokenizer():
+    """The export holds no tokenizer, so vLLM's CPU build is told to start none."""
+    assert serving.cpu_arguments(limits(), torch.float32)["skip_tokenizer_init"] is True
