@@ -412,6 +412,26 @@ def test_a_cache_entry_on_a_module_without_a_cache_is_refused():
         check_plan(model, {"0": KVCacheParallel()}, 2)
 
 
+def test_a_cache_the_plan_shards_is_not_counted_as_left_whole():
+    """Of two caches the call wrote, only the one no KVCacheParallel entry names is left whole;
+    one the call did not write is no cache."""
+    model = nn.Sequential(Cache(heads=4), Cache(heads=4), Cache(heads=4))
+    start = {path: tensor.clone() for path, tensor in state_tensors(model).items()}
+    model[0].k_cache += 1
+    model[1].k_cache += 1
+    whole = parallel.unsharded_caches(model, start, {"0": KVCacheParallel(), "1": ColwiseParallel()})
+    assert whole == ["1.k_cache"]
+
+
+def test_the_entry_named_for_caches_covers_each_layer_with_a_star():
+    """The entry a refusal proposes names the module holding the caches, `*` for the layer
+    number; a cache the model itself holds gets the words for it, as there is no key."""
+    model = nn.Module()
+    model.layers = nn.ModuleList(nn.ModuleDict({"kv": Cache(heads=4)}) for _ in range(2))
+    assert parallel.cache_key(model, ["layers.0.kv.k_cache", "layers.1.kv.layers[0]"]) == "'layers.*.kv'"
+    assert parallel.cache_key(Cache(heads=4), ["k_cache"]) == "naming the module that holds it"
+
+
 def test_a_plan_that_leaves_the_cache_whole_names_the_missing_entry(decode_parallel):
     """The decode sample's plan without its KVCacheParallel entry cannot run on two ranks (each
     rank's heads do not fit a cache of every head): the rehearsal names the cache and the entry to
