@@ -408,8 +408,13 @@ def test_a_cache_whose_heads_the_ranks_cannot_split_is_refused():
 def test_a_cache_entry_on_a_module_without_a_cache_is_refused():
     """KVCacheParallel on a module that holds no state: refused, naming the module."""
     model = nn.Sequential(nn.Linear(4, 4))
-    with pytest.raises(PlanError, match=r"'0' \(KVCacheParallel\) names 0, which holds no cache"):
+    with pytest.raises(PlanError) as refused:
         check_plan(model, {"0": KVCacheParallel()}, 2)
+    assert str(refused.value) == (
+        "parallel_plan() key '0' (KVCacheParallel) names 0, which holds no cache (no buffer, no "
+        "tensor marked static): name the module that holds the k and v caches, e.g. "
+        "'layers.*.kv_cache'"
+    )
 
 
 def test_a_cache_the_plan_shards_is_not_counted_as_left_whole():
@@ -421,6 +426,20 @@ def test_a_cache_the_plan_shards_is_not_counted_as_left_whole():
     model[1].k_cache += 1
     whole = parallel.unsharded_caches(model, start, {"0": KVCacheParallel(), "1": ColwiseParallel()})
     assert whole == ["1.k_cache"]
+
+
+@pytest.mark.parametrize(
+    ("paths", "shown"),
+    [
+        (["a"], "a"),
+        (["a", "b"], "a, b"),
+        (["a", "b", "c"], "a, b and 1 more"),
+        (["a", "b", "c", "d"], "a, b and 2 more"),
+    ],
+)
+def test_the_caches_left_whole_are_shown_two_and_a_count(paths, shown):
+    """A refusal names the first two caches left whole and counts the rest."""
+    assert parallel.first_two(paths) == shown
 
 
 def test_the_entry_named_for_caches_covers_each_layer_with_a_star():

@@ -287,9 +287,8 @@ def rehearse(
             "widen, RowwiseParallel for the one that narrows after them), or drop the entry"
         )
         if project.DECODE and (whole := unsharded_caches(unsharded, start, plan)):
-            shown = ", ".join(whole[:2]) + (f" and {len(whole) - 2} more" if len(whole) > 2 else "")
             fix = (
-                f"the model writes {shown} (its KV cache) with every head, where a rank computes "
+                f"the model writes {first_two(whole)} (its KV cache) with every head, where a rank computes "
                 f"only its share: shard it too, with the plan entry {cache_key(unsharded, whole)}: "
                 "KVCacheParallel()"
             )
@@ -313,6 +312,12 @@ def unsharded_caches(model: nn.Module, start: dict[str, torch.Tensor], plan: Pla
         for path, tensor in state_tensors(model).items()
         if not torch.equal(tensor, start[path]) and not path.startswith(tuple(sharded))
     ]
+
+
+def first_two(paths: list[str]) -> str:
+    """The first two paths, and how many more: 'a, b and 2 more'."""
+    more = f" and {len(paths) - 2} more" if len(paths) > 2 else ""
+    return ", ".join(paths[:2]) + more
 
 
 def cache_key(model: nn.Module, paths: list[str]) -> str:
