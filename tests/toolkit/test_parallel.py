@@ -5,6 +5,7 @@ in each tensor-parallel project's own suite, and in tests/test_tensor_parallel.p
 
 import importlib
 import types
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -133,6 +134,14 @@ def test_plain_python_joins_a_group_of_the_backend_it_names():
     """One rank on the CPU runs a gloo process group, the backend its Ranks report."""
     with tensor_parallel("cpu") as ranks:
         assert (ranks.backend, dist.get_backend()) == ("gloo", "gloo")
+
+
+def test_a_job_of_one_rank_gives_up_a_wait_in_seconds():
+    """Plain python's one-rank group times a collective out after SOLO_TIMEOUT (30 s): with no
+    other rank to wait for, a wait is a bug to fail fast, not after torch's default 30 minutes."""
+    with tensor_parallel("cpu"):
+        gloo = dist.group.WORLD._get_backend(torch.device("cpu"))
+        assert gloo.options._timeout == parallel.SOLO_TIMEOUT == timedelta(seconds=30)
 
 
 def test_the_process_group_ends_with_its_block():
