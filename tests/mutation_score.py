@@ -317,8 +317,10 @@ def mutmut_config(target: Target, work: Path) -> str:
     only = [f"{base}/{glob}".removeprefix("./") for glob in target.mutate]
     if target.answers is None:
         sources = sorted({glob.split("/")[0] for glob in target.mutate})
-        # The template's pytest runs with xdist (-n auto): one process here, mutmut forks.
-        arguments = ["-p", "no:cacheprovider", "-n", "0", "-p", "mutation_tracing"]
+        # The template's pytest runs with xdist (-n auto): one process here, mutmut forks. mutmut
+        # lists the tests with --collect-only, which syrupy would fail as leaving every snapshot
+        # unused.
+        arguments = ["-p", "no:cacheprovider", "-n", "0", "-p", "mutation_tracing", "--snapshot-warn-unused"]
         also_copy = ["cookiecutter.json", "{{cookiecutter.project_slug}}"]
     else:
         sources = [base]
