@@ -167,7 +167,7 @@ def test_a_model_without_floating_point_weights_is_float32():
 
 def test_a_transformers_model_behind_the_contract_is_saved_with_save_pretrained(tmp_path, monkeypatch):
     """A wrapper holding a transformers LlamaForCausalLM: the Llama's own save_pretrained(), its
-    architecture named, the same seeded weights."""
+    architecture named, the same seeded weights; model.py's hf_config() is not read."""
     transformers = pytest.importorskip("transformers")
     config = transformers.LlamaConfig(
         vocab_size=64,
@@ -184,6 +184,9 @@ def test_a_transformers_model_behind_the_contract_is_saved_with_save_pretrained(
             self.lm = transformers.LlamaForCausalLM(config)
 
     monkeypatch.setattr(model, "build_model", Wrapper)
+    # A transformers model's config.json is its own: hf_config(), left over from the sample in
+    # a different shape, is never read.
+    monkeypatch.setattr(model, "hf_config", lambda: "left over")
     exported = export_hf.export(tmp_path)
     assert (exported.kind, exported.architecture) == ("transformers", "LlamaForCausalLM")
     assert {"config.json", "model.safetensors", "generation_config.json"} <= {

@@ -414,6 +414,14 @@ def test_a_cache_whose_heads_the_ranks_cannot_split_is_refused():
         check_plan(model, {"0": KVCacheParallel()}, 2)
 
 
+def test_every_cache_tensor_of_an_entry_is_checked_not_only_the_first():
+    """A cache whose k splits across the ranks but whose v does not is refused, naming the v."""
+    cache = Cache(heads=4)
+    cache.register_buffer("v_cache", torch.zeros(2, 3, 3, 2))
+    with pytest.raises(PlanError, match=r"0\.v_cache\.shape\[1\]=3 cannot be split across 2 ranks"):
+        check_plan(nn.Sequential(cache), {"0": KVCacheParallel()}, 2)
+
+
 def test_a_cache_entry_on_a_module_without_a_cache_is_refused():
     """KVCacheParallel on a module that holds no state: refused, naming the module."""
     model = nn.Sequential(nn.Linear(4, 4))
