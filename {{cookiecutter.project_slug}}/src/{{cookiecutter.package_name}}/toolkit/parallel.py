@@ -288,9 +288,9 @@ def rehearse(
         )
         if project.DECODE and (whole := unsharded_caches(unsharded, start, plan)):
             fix = (
-                f"the model writes {first_two(whole)} (its KV cache) with every head, where a rank computes "
-                f"only its share: shard it too, with the plan entry {cache_key(unsharded, whole)}: "
-                "KVCacheParallel()"
+                f"the model writes {first_two(whole)} (its KV cache) with every head, where a rank "
+                f"computes only its share: shard it too, with the plan entry "
+                f"{cache_key(unsharded, whole)}: KVCacheParallel()"
             )
         raise PlanError(
             f"the plan cannot run on {size} ranks: {where} (shapes on rank 0)\n  {reason}\n"

@@ -10,9 +10,9 @@ What a call makes or changes outside that state, save() cannot keep and restore(
 a tensor that appears at the first call (a cache allocated lazily, as transformers' StaticCache is
 without early_initialization()), a Python number that a call sets for the first time (a counter
 started at the first call), or one that a call advances (transformers' sliding-window cache layers
-count tokens in one). Runs compared from "the same state" would then
-start from different ones, and Dynamo bakes each such number into the graph, so every new value
-compiles another. watching() looks for both around a call, and refuses the model naming each.
+count tokens in one). Runs compared from "the same state" would then start from different ones,
+and Dynamo bakes each such number into the graph, so every new value compiles another. watching()
+looks for all three around a call, and refuses the model naming each.
 """
 
 from __future__ import annotations
