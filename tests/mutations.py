@@ -2061,16 +2061,16 @@ MUTATIONS = (
     Mutation(
         "the plan rehearsal hides how many caches it does not name",
         f"{TOOLKIT}/parallel.py",
-        '(f" and {len(whole) - 2} more" if len(whole) > 2 else "")',
-        '""',
-        "tests/toolkit/test_parallel.py -k every_cache_left_whole",
+        '    return ", ".join(paths[:2]) + more',
+        '    return ", ".join(paths[:2])',
+        "tests/toolkit/test_parallel.py -k two_and_a_count",
     ),
     Mutation(
         "the plan rehearsal names the first cache left whole only",
         f"{TOOLKIT}/parallel.py",
-        '            shown = ", ".join(whole[:2])',
-        '            shown = ", ".join(whole[:1])',
-        "tests/toolkit/test_parallel.py -k every_cache_left_whole",
+        '    return ", ".join(paths[:2]) + more',
+        '    return ", ".join(paths[:1]) + more',
+        "tests/toolkit/test_parallel.py -k two_and_a_count",
     ),
     Mutation(
         "the MRE's ranks row gives the first rank's graphs only",
