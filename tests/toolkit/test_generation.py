@@ -17,7 +17,7 @@ import torch
 
 from decode_project import generate, model
 from decode_project.toolkit import generation
-from decode_project.toolkit.backend import select_backend
+from decode_project.toolkit.backend import Backend, select_backend
 from decode_project.toolkit.decode import DecodeGraphs, limits
 from decode_project.toolkit.state import State, restore, save
 
@@ -180,6 +180,43 @@ def test_a_graph_that_chooses_other_tokens_exits_1_naming_where(built, monkeypat
     assert told.startswith(f"generate: graph mode chose other tokens than {where}: run ")
 
 
+@pytest.mark.parametrize("built", ["decode_project"], indirect=True)
+def test_the_compared_runs_are_greedy_whatever_the_loops_own_sampler(built):
+    """run() hands the loop the sampler asked for in the printed run only, and greedy in the two
+    compared runs, even to a loop whose own default sampler chooses otherwise."""
+    samplers = []
+
+    def loop(step: Any, model: Any, prompt: Any, new_tokens: int, sample=least_likely) -> Any:
+        samplers.append(sample)
+        return generate.generate(step, model, prompt, new_tokens, sample=sample)
+
+    result = generation.run(2, None, loop=loop, sample=least_likely)
+    assert samplers == [least_likely, generation.greedy, generation.greedy]
+    assert result["matches_eager"] is True
+
+
+@pytest.mark.parametrize("built", ["decode_project"], indirect=True)
+def test_a_batch_asked_for_runs_its_sequences_at_the_capture_size_that_holds_them(built):
+    """run() with a batch other than the prompt's: that many sequences, at the smallest capture
+    size that holds them, not the prompt's."""
+    batch = model.PROMPT_SHAPE[0] + 1
+    result = generation.run(2, batch, loop=generate.generate, sample=generate.sample)
+    assert len(result["tokens"]) == result["batch"] == batch
+    assert result["capture_size"] == limits().capture_size(batch)
+    assert limits().capture_size(batch) != limits().capture_size(model.PROMPT_SHAPE[0])
+
+
+@pytest.mark.parametrize("built", ["decode_parallel_project"], indirect=True)
+def test_with_tensor_parallelism_run_builds_this_ranks_share(built, one_rank, monkeypatch):
+    """run() on a rank builds the model for that rank (its share of the heads)."""
+    own, asked = tool(built, "toolkit.generation"), []
+    shared = own.build
+    monkeypatch.setattr(own, "build", lambda backend, ranks=None: asked.append(ranks) or shared(backend))
+    loop = tool(built, "generate")
+    own.run(2, None, one_rank, loop=loop.generate, sample=loop.sample)
+    assert asked == [one_rank]
+
+
 class Sampled(NamedTuple):
     result: dict[str, Any]
     """What `generate --json` printed."""
@@ -310,6 +347,31 @@ def test_tokens_that_differ_from_eager_exit_1_naming_where_and_the_check(faked):
         f"generate: graph mode chose other tokens than {where}: run `python -m {name} check` to "
         "compare one step leaf by leaf\n"
     )
+
+
+@pytest.mark.parametrize("matches", [True, False])
+def test_a_rank_after_the_first_prints_nothing_and_exits_by_the_jobs_verdict(monkeypatch, matches):
+    """With tensor parallelism, main() joins the ranks on the backend's device and runs this
+    rank's share; a rank other than the first prints nothing, and exits 0 when every rank matched
+    eager, 1 when one did not."""
+    name, joined, ran = "decode_parallel_project", [], []
+    second = types.SimpleNamespace(
+        is_first=False, size=2, backend="gloo", gather=lambda result: [RESULT, result]
+    )
+
+    @contextlib.contextmanager
+    def tensor_parallel(device: str) -> Iterator[Any]:
+        joined.append(device)
+        yield second
+
+    def run(new_tokens: int, batch: int | None, ranks: Any, **keywords: Any) -> dict[str, Any]:
+        ran.append(ranks)
+        return {**RESULT, "matches_eager": matches}
+
+    monkeypatch.setattr(tool(name, "toolkit.parallel"), "tensor_parallel", tensor_parallel)
+    monkeypatch.setattr(tool(name, "toolkit.generation"), "run", run)
+    assert generate_command(name) == (0 if matches else 1, "", "")
+    assert (joined, ran) == ([select_backend().device], [second])
 
 
 @pytest.mark.parametrize("tokens", ["tokens", "greedy_tokens"])
@@ -528,6 +590,7 @@ def test_the_prompt_goes_to_the_device_asked(monkeypatch):
     assert generation.prompt_of(3, "cpu").tolist() == [[1, 2], [3, 4], [1, 2]]
     assert generation.prompt_of(3, "meta").device.type == "meta"
     assert generation.prompt_of(None, "cpu").tolist() == [[1, 2], [3, 4]]
+    assert generation.prompt_of(1, "cpu").tolist() == [[1, 2]]
 
 
 def test_timed_gives_the_result_and_the_seconds_until_the_device_is_done(monkeypatch):
@@ -559,6 +622,83 @@ def test_graph_mode_runs_on_the_backends_device():
     assert graphs.device == select_backend().device
 
 
+def test_the_decode_step_compiles_as_the_mre_does(monkeypatch):
+    """build() compiles the model as one graph (fullgraph), for static shapes, with the backend's
+    name and options: npugraph_ex's here, stood in for on the cpu (torch.compile compiles lazily,
+    so no NPU is needed to see what it was asked)."""
+    asked = []
+    monkeypatch.setattr(torch, "compile", lambda model, **keywords: asked.append(keywords) or model)
+    backend = Backend("npugraph_ex", "cpu", "stood in for")
+    generation.build(backend)
+    assert asked == [
+        {"backend": "npugraph_ex", "fullgraph": True, "dynamic": False, "options": backend.options}
+    ]
+    assert backend.options
+
+
+def test_build_runs_the_model_on_the_backends_device(monkeypatch):
+    """build() moves the model and its rehearsal's prompt to the backend's device (the meta device
+    stands in for the NPU)."""
+    rehearsed = []
+    monkeypatch.setattr(generation, "rehearse", lambda model, inputs: rehearsed.append(inputs))
+    model, _ = generation.build(Backend("aot_eager", "meta", "stood in for"))
+    assert {parameter.device.type for parameter in model.parameters()} == {"meta"}
+    assert [prompt.device.type for (prompt,) in rehearsed] == ["meta"]
+
+
+def test_with_tensor_parallelism_build_runs_on_the_ranks_device(monkeypatch):
+    """With a rank, build() shards the model by parallel_plan() on the rank's device, and
+    rehearses it there."""
+    name = "decode_parallel_project"
+    own = tool(name, "toolkit.generation")
+    rehearsed, sharded = [], []
+    monkeypatch.setattr(own, "rehearse", lambda model, inputs: rehearsed.append(inputs))
+
+    def shard(model: torch.nn.Module, plan: Any) -> torch.nn.Module:
+        sharded.append((model, plan))
+        return model
+
+    ranks = types.SimpleNamespace(device="meta", size=2, shard=shard)
+    model, _ = own.build(select_backend(), ranks)
+    ((sharded_model, plan),) = sharded
+    expected = tool(name, "model").parallel_plan(2)
+    assert sharded_model is model
+    assert {key: type(style) for key, style in plan.items()} == {
+        key: type(style) for key, style in expected.items()
+    }
+    assert {parameter.device.type for parameter in model.parameters()} == {"meta"}
+    assert [prompt.device.type for (prompt,) in rehearsed] == ["meta"]
+
+
+def test_a_prompt_that_fills_the_cache_batch_is_rehearsed(monkeypatch):
+    """build() rehearses a prompt of exactly MAX_BATCH sequences: the cache holds it."""
+    rehearsed = []
+    monkeypatch.setattr(generation, "rehearse", lambda model, inputs: rehearsed.append(inputs))
+    full = torch.zeros(model.MAX_BATCH, 2, dtype=torch.long)
+    monkeypatch.setattr(generation, "example_inputs", lambda: (full,))
+    generation.build(select_backend())
+    assert [prompt.shape for (prompt,) in rehearsed] == [full.shape]
+
+
+def test_neither_build_nor_a_refusal_touches_an_accelerators_generator(monkeypatch):
+    """Only the CPU's generator is forked around example_inputs(): on a machine of 8 accelerators
+    (stood in for by CUDA's module, counting 8 on this CPU build), neither build() nor a refused
+    request initializes one for its random state."""
+    backend = select_backend()
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *args: torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    generation.build(backend)
+    with pytest.raises(generation.Refused):
+        generation.run(1000, None, loop=generate.generate, sample=generate.sample)
+
+
+def test_a_refusal_reads_as_its_reasons_a_line_each():
+    """Refused's message is each reason on a line of its own, as generate prints them."""
+    refused = generation.Refused(["a batch of 9 is too many", "a prompt too long"])
+    assert str(refused) == "a batch of 9 is too many\na prompt too long"
+    assert refused.reasons == ["a batch of 9 is too many", "a prompt too long"]
+
+
 @pytest.mark.parametrize("name", PROJECTS)
 def test_cache_compile_keeps_the_graphs_in_the_projects_cache_dir(name, monkeypatch):
     """In cache_compile mode build() asks for one cached step per capture size, in CACHE_DIR; with
@@ -566,7 +706,7 @@ def test_cache_compile_keeps_the_graphs_in_the_projects_cache_dir(name, monkeypa
     asked = []
 
     def cached_steps(model: torch.nn.Module, sizes: tuple[int, ...], **keywords: Any) -> dict:
-        asked.append((sizes, keywords))
+        asked.append((model, sizes, keywords))
         return {}
 
     settings = tool(name, "toolkit.project")
@@ -580,12 +720,12 @@ def test_cache_compile_keeps_the_graphs_in_the_projects_cache_dir(name, monkeypa
     own = tool(name, "toolkit.generation")
     if name == "decode_parallel_project":
         with tool(name, "toolkit.parallel").tensor_parallel(select_backend().device) as ranks:
-            own.build(select_backend(), ranks)
+            made, _ = own.build(select_backend(), ranks)
         ranked = {"global_rank": 0, "tp_rank": 0}
     else:
-        own.build(select_backend())
+        made, _ = own.build(select_backend())
         ranked = {}
-    assert asked == [(limits().capture_sizes, {"cache_dir": "graphs-here", **ranked})]
+    assert asked == [(made, limits().capture_sizes, {"cache_dir": "graphs-here", **ranked})]
 
 
 def test_generate_json_reports_tokens_graphs_and_speed(json_result):
