@@ -212,8 +212,8 @@ def test_with_tensor_parallelism_run_builds_this_ranks_share(built, one_rank, mo
     own, asked = tool(built, "toolkit.generation"), []
     shared = own.build
     monkeypatch.setattr(own, "build", lambda backend, ranks=None: asked.append(ranks) or shared(backend))
-    loop = tool(built, "generate")
-    own.run(2, None, one_rank, loop=loop.generate, sample=loop.sample)
+    generate_py = tool(built, "generate")
+    own.run(2, None, one_rank, loop=generate_py.generate, sample=generate_py.sample)
     assert asked == [one_rank]
 
 
