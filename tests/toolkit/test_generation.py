@@ -616,12 +616,6 @@ def test_the_eager_step_gives_the_logits_of_the_models_output():
     assert step(torch.zeros(1, 1), torch.zeros(1)) is logits
 
 
-def test_graph_mode_runs_on_the_backends_device():
-    """build(): the decode graphs run where the backend runs."""
-    _, graphs = generation.build(select_backend())
-    assert graphs.device == select_backend().device
-
-
 def test_the_decode_step_compiles_as_the_mre_does(monkeypatch):
     """build() compiles the model as one graph (fullgraph), for static shapes, with the backend's
     name and options: npugraph_ex's here, stood in for on the cpu (torch.compile compiles lazily,
@@ -636,12 +630,19 @@ def test_the_decode_step_compiles_as_the_mre_does(monkeypatch):
     assert backend.options
 
 
-def test_build_runs_the_model_on_the_backends_device(monkeypatch):
-    """build() moves the model and its rehearsal's prompt to the backend's device (the meta device
-    stands in for the NPU)."""
+def rehearsals(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[tuple[torch.Tensor, ...]]:
+    """The inputs each of `module`'s build() rehearses the model on, in place of rehearsing it."""
     rehearsed = []
-    monkeypatch.setattr(generation, "rehearse", lambda model, inputs: rehearsed.append(inputs))
-    model, _ = generation.build(Backend("aot_eager", "meta", "stood in for"))
+    monkeypatch.setattr(module, "rehearse", lambda model, inputs: rehearsed.append(inputs))
+    return rehearsed
+
+
+def test_build_runs_the_model_and_its_graphs_on_the_backends_device(monkeypatch):
+    """build() moves the model and its rehearsal's prompt to the backend's device, where the decode
+    graphs run (the meta device stands in for the NPU)."""
+    rehearsed = rehearsals(monkeypatch, generation)
+    model, graphs = generation.build(Backend("aot_eager", "meta", "stood in for"))
+    assert graphs.device == "meta"
     assert {parameter.device.type for parameter in model.parameters()} == {"meta"}
     assert [prompt.device.type for (prompt,) in rehearsed] == ["meta"]
 
@@ -651,8 +652,7 @@ def test_with_tensor_parallelism_build_runs_on_the_ranks_device(monkeypatch):
     rehearses it there."""
     name = "decode_parallel_project"
     own = tool(name, "toolkit.generation")
-    rehearsed, sharded = [], []
-    monkeypatch.setattr(own, "rehearse", lambda model, inputs: rehearsed.append(inputs))
+    rehearsed, sharded = rehearsals(monkeypatch, own), []
 
     def shard(model: torch.nn.Module, plan: Any) -> torch.nn.Module:
         sharded.append((model, plan))
@@ -672,8 +672,7 @@ def test_with_tensor_parallelism_build_runs_on_the_ranks_device(monkeypatch):
 
 def test_a_prompt_that_fills_the_cache_batch_is_rehearsed(monkeypatch):
     """build() rehearses a prompt of exactly MAX_BATCH sequences: the cache holds it."""
-    rehearsed = []
-    monkeypatch.setattr(generation, "rehearse", lambda model, inputs: rehearsed.append(inputs))
+    rehearsed = rehearsals(monkeypatch, generation)
     full = torch.zeros(model.MAX_BATCH, 2, dtype=torch.long)
     monkeypatch.setattr(generation, "example_inputs", lambda: (full,))
     generation.build(select_backend())
