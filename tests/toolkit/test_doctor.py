@@ -3,19 +3,24 @@ kind: a decode project's decode contract, a tensor-parallel project's ranks, pla
 expansion mode, a cache_compile project's cache folder."""
 
 import os
-from types import ModuleType
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
 
 import pytest
 import torch
 from torch import nn
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
+from cache_project.toolkit import backend as cache_doctor_backend
 from cache_project.toolkit import doctor as cache_doctor
 from cache_project.toolkit.compile_cache import CACHE_DIR
 from decode_project import model as decode_model
 from decode_project.toolkit import doctor as decode_doctor
 from forward_project.toolkit.backend import BACKEND_ENV
 from parallel_project import model as parallel_model
+from parallel_project.toolkit import backend as parallel_backend
 from parallel_project.toolkit import doctor as parallel_doctor
 from parallel_project.toolkit.backend import npu_status
 
@@ -84,6 +89,7 @@ def unsplittable(monkeypatch):
     """A model.py whose plan column-splits a layer of 4 outputs: 3 ranks cannot share it."""
     monkeypatch.setattr(parallel_model, "build_model", lambda: nn.Sequential(nn.Linear(4, 4)))
     monkeypatch.setattr(parallel_model, "parallel_plan", lambda world_size: {"0": ColwiseParallel()})
+    monkeypatch.setattr(parallel_model, "example_inputs", lambda: (torch.ones(2, 4),))
 
 
 @pytest.fixture
@@ -97,6 +103,16 @@ def swapped_styles(monkeypatch):
     monkeypatch.setattr(parallel_model, "example_inputs", lambda: (torch.ones(3, 4),))
     plan = {"0": RowwiseParallel(), "1": ColwiseParallel()}
     monkeypatch.setattr(parallel_model, "parallel_plan", lambda world_size: plan)
+
+
+@pytest.fixture
+def refusing_plan(monkeypatch):
+    """A model.py whose parallel_plan() raises for the ranks asked for."""
+
+    def refuses(world_size):
+        raise ValueError(f"8 heads cannot be split across {world_size} ranks")
+
+    monkeypatch.setattr(parallel_model, "parallel_plan", refuses)
 
 
 def test_ranks_and_plan_pass_by_default(capsys):
@@ -117,13 +133,8 @@ def test_a_model_the_ranks_cannot_split_means_nothing_can_run(capsys, unsplittab
     assert "0.out_features=4 cannot be split across 3 ranks" in line
 
 
-def test_a_plan_that_refuses_the_ranks_means_nothing_can_run(capsys, monkeypatch):
+def test_a_plan_that_refuses_the_ranks_means_nothing_can_run(capsys, refusing_plan):
     """parallel_plan() raising for this many ranks is a FAIL with its message: exit 2."""
-
-    def refuses(world_size):
-        raise ValueError(f"8 heads cannot be split across {world_size} ranks")
-
-    monkeypatch.setattr(parallel_model, "parallel_plan", refuses)
     code, report = run(capsys, parallel_doctor, "--nproc-per-node", "3")
     assert code == 2
     status, _, detail = line_of(report, "plan").split(maxsplit=2)
@@ -150,24 +161,6 @@ def test_ranks_default_to_torchrun_s_local_world_size(capsys, monkeypatch, unspl
     assert "across 3 ranks" in line_of(report, "plan")
 
 
-def test_each_rank_needs_its_own_npu():
-    """More ranks than visible NPUs is a blocking FAIL naming both and the two fixes."""
-    check = parallel_doctor.fit_ranks(npu_ok=True, visible=1, wanted=2)
-    assert (check.status, check.blocking) == ("FAIL", True)
-    assert check.detail == "--nproc-per-node 2 needs 2 NPUs (one per rank); 1 visible"
-    assert "lower --nproc-per-node to at most 1" in check.fix
-    assert "ASCEND_RT_VISIBLE_DEVICES" in check.fix
-
-
-def test_enough_npus_or_cpu_ranks_pass():
-    """An NPU per rank passes over hccl; off NPU, any number of ranks runs on the CPU over gloo."""
-    on_npus = parallel_doctor.fit_ranks(npu_ok=True, visible=8, wanted=2)
-    assert (on_npus.status, on_npus.detail) == ("OK", "2 ranks over hccl, one NPU each (8 visible)")
-    on_cpu = parallel_doctor.fit_ranks(npu_ok=False, visible=0, wanted=2)
-    assert on_cpu.status == "OK"
-    assert on_cpu.detail == "2 CPU ranks over gloo (no NPU: hccl needs one per rank)"
-
-
 def test_a_missing_process_group_backend_means_nothing_can_run(capsys, monkeypatch):
     """Without the backend the ranks need (hccl on an NPU, gloo elsewhere): FAIL, exit 2."""
     if npu_status()[0]:
@@ -181,22 +174,6 @@ def test_a_missing_process_group_backend_means_nothing_can_run(capsys, monkeypat
     status, _, detail = line_of(report, "ranks").split(maxsplit=2)
     assert status == "FAIL"
     assert detail.startswith(f"torch.distributed has no {needed} backend")
-
-
-def test_captured_collectives_without_the_hccl_expansion_mode_warn():
-    """Graph mode over several ranks with HCCL_OP_EXPANSION_MODE unset: a WARN whose fix is AIV."""
-    check = parallel_doctor.hccl_mode(graph_mode=True, wanted=2, value=None)
-    assert check.status == "WARN"
-    assert "HCCL_OP_EXPANSION_MODE is unset" in check.detail
-    assert "export HCCL_OP_EXPANSION_MODE=AIV" in check.fix
-
-
-@pytest.mark.parametrize(
-    ("graph_mode", "wanted", "value"), [(True, 2, "AIV"), (False, 2, None), (True, 1, None)]
-)
-def test_the_hccl_expansion_mode_is_fine_when_set_or_nothing_is_captured(graph_mode, wanted, value):
-    """Set, off graph mode (the stand-in), or one rank (no collective): OK."""
-    assert parallel_doctor.hccl_mode(graph_mode, wanted, value).status == "OK"
 
 
 # --- cache_compile: the cache folder must be this user's, its files mode 0600
@@ -257,3 +234,185 @@ def test_foreign_owned_cache_fails(capsys, cache_file, monkeypatch):
     line = line_of(report, "cache-dir")
     assert line.startswith("FAIL")
     assert "owned by another user" in line
+
+
+def test_where_os_has_no_getuid_ownership_is_not_judged(cache_file, monkeypatch):
+    """On a system without user ids (Windows) no cache file counts as another user's."""
+    if os.getuid() == 0:
+        os.chown(cache_file, 4242, -1)  # a file of another user, which root may make
+    monkeypatch.delattr(os, "getuid")
+    assert cache_doctor.cache_dir().status == "OK"
+
+
+def test_another_user_s_cache_stops_the_mre_only_on_an_npu(cache_file, monkeypatch):
+    """cache_compile raises on another user's cache only where it runs: blocking on an NPU alone."""
+    monkeypatch.setattr(os, "getuid", lambda: cache_file.stat().st_uid + 1)
+    assert cache_doctor.cache_dir().blocking is False
+    monkeypatch.setattr(cache_doctor_backend, "npu_status", lambda: (True, "an NPU"))
+    assert cache_doctor.cache_dir().blocking is True
+
+
+# --- each of the lines above, whole, as the user reads it: reviewed snapshots
+
+
+def long_prompt(batch: int, length: int = 3) -> Callable[[], tuple[torch.Tensor]]:
+    return lambda: (torch.zeros(batch, length, dtype=torch.long),)
+
+
+def broken_inputs() -> tuple[torch.Tensor]:
+    raise RuntimeError("example_inputs() is broken")
+
+
+DECODE_CASES = {
+    "keeps the contract": {},
+    "capture sizes out of order": {"CAPTURE_SIZES": (2, 1)},
+    "inputs that raise": {"example_inputs": broken_inputs},
+    "two inputs": {"example_inputs": lambda: (torch.zeros(1, 3, dtype=torch.long),) * 2},
+    "a float prompt": {"example_inputs": lambda: (torch.zeros(1, 3),)},
+    "a prompt that is no tensor": {"example_inputs": lambda: ("Hello, my dog is cute",)},
+    "a prompt of one dimension": {"example_inputs": lambda: (torch.zeros(3, dtype=torch.long),)},
+    "more sequences than rows": {"MAX_BATCH": 2, "CAPTURE_SIZES": (1, 2), "example_inputs": long_prompt(3)},
+    "as many sequences as rows": {"MAX_BATCH": 2, "CAPTURE_SIZES": (1, 2), "example_inputs": long_prompt(2)},
+    "a prompt as long as the cache": {"MAX_SEQ_LEN": 3, "example_inputs": long_prompt(1)},
+    "more sequences than the largest size": {
+        "MAX_BATCH": 4,
+        "CAPTURE_SIZES": (1, 2),
+        "example_inputs": long_prompt(3),
+    },
+}
+
+
+@pytest.mark.parametrize("settings", DECODE_CASES.values(), ids=DECODE_CASES)
+def test_the_decode_line_reads_as_its_snapshot(monkeypatch, settings, snapshot):
+    """The decode check's status, detail, fix and whether it stops the MRE, for a model.py that
+    keeps the decode contract and for each way of breaking it."""
+    for name, value in settings.items():
+        monkeypatch.setattr(decode_model, name, value)
+    assert asdict(decode_doctor.decode_contract()) == snapshot
+
+
+def cache_state(folder: Path, state: str) -> None:
+    """A cache folder as a user may find it: none, theirs, or with loose or foreign files."""
+    if state == "none":
+        return
+    for index in range(2):
+        path = folder / f"graph_{index}" / "compiled_module"
+        path.parent.mkdir(parents=True)
+        # 50,000 bytes in all: 0.05 MB shows as 0.1, and any other divisor than 1e6 as 0.0.
+        path.write_bytes(b"x" * 25_000)
+        path.chmod(0o600 if state == "yours" or index else 0o644)
+
+
+@pytest.mark.parametrize("state", ["none", "yours", "one loose file"])
+def test_the_cache_line_reads_as_its_snapshot(tmp_path, monkeypatch, state, snapshot):
+    """The cache folder's line: not written yet, the user's own (entries, size), or a loose file."""
+    monkeypatch.chdir(tmp_path)
+    cache_state(tmp_path / CACHE_DIR, state)
+    assert asdict(cache_doctor.cache_dir()) == snapshot
+
+
+RANKS_CASES = [(False, 0, 1), (False, 0, 2), (True, 1, 2), (True, 2, 2), (True, 8, 1)]
+
+
+@pytest.mark.parametrize(("npu_ok", "visible", "wanted"), RANKS_CASES)
+def test_the_ranks_line_reads_as_its_snapshot(npu_ok, visible, wanted, snapshot):
+    """The ranks line for CPU ranks, too few NPUs, exactly enough and more than enough."""
+    assert asdict(parallel_doctor.fit_ranks(npu_ok, visible, wanted)) == snapshot
+
+
+@pytest.fixture
+def npus(monkeypatch):
+    """An NPU machine as the ranks check sees it: torch_npu loaded, 8 NPUs, hccl registered."""
+    monkeypatch.setattr(parallel_backend, "npu_status", lambda: (True, "an NPU"))
+    monkeypatch.setattr(torch, "npu", SimpleNamespace(device_count=lambda: 8), raising=False)
+    monkeypatch.setattr(torch.distributed.Backend, "backend_list", ["gloo", "hccl"])
+
+
+RANKS_CHECK_CASES = {
+    "no torch.distributed": (
+        False,
+        lambda monkeypatch: monkeypatch.setattr(torch.distributed, "is_available", lambda: False),
+    ),
+    "an NPU without hccl": (
+        True,
+        lambda monkeypatch: monkeypatch.setattr(torch.distributed.Backend, "backend_list", ["gloo"]),
+    ),
+    "no NPU and no gloo": (
+        False,
+        lambda monkeypatch: monkeypatch.setattr(torch.distributed, "is_gloo_available", lambda: False),
+    ),
+    "8 NPUs": (True, lambda monkeypatch: None),
+    "no NPU": (False, lambda monkeypatch: None),
+}
+
+
+@pytest.mark.parametrize(("on_npus", "breaks"), RANKS_CHECK_CASES.values(), ids=RANKS_CHECK_CASES)
+def test_the_ranks_check_reads_as_its_snapshot(request, monkeypatch, on_npus, breaks, snapshot):
+    """The ranks line for 2 ranks: what torch.distributed lacks, or the ranks on NPUs or CPUs."""
+    if on_npus:
+        request.getfixturevalue("npus")
+    breaks(monkeypatch)
+    assert asdict(parallel_doctor.check_ranks(2)) == snapshot
+
+
+PLAN_CASES = {
+    "one rank": ("", 1),
+    "two ranks": ("", 2),
+    "one entry": ("unsplittable", 2),
+    "a layer the ranks cannot split": ("unsplittable", 3),
+    "a plan that raises": ("refusing_plan", 2),
+}
+
+
+@pytest.mark.parametrize(("model", "wanted"), PLAN_CASES.values(), ids=PLAN_CASES)
+def test_the_plan_line_reads_as_its_snapshot(request, model, wanted, snapshot):
+    """The plan line: the ranks and entries it splits over, or the plan's failure and its fix."""
+    if model:
+        request.getfixturevalue(model)
+    assert asdict(parallel_doctor.check_plan(wanted)) == snapshot
+
+
+def test_the_plan_is_rehearsed_from_the_mre_s_seed(monkeypatch):
+    """Seed 0, then parallel_plan() and build_model(), as the MRE runs them."""
+    seeds = []
+    monkeypatch.setattr(
+        parallel_model, "parallel_plan", lambda world_size: seeds.append(torch.initial_seed()) or {}
+    )
+    parallel_doctor.check_plan(2)
+    assert seeds == [0]
+
+
+HCCL_CASES = [(True, 2, None), (True, 2, "AIV"), (False, 2, None), (True, 1, None), (False, 1, "AIV")]
+
+
+@pytest.mark.parametrize(("graph_mode", "wanted", "value"), HCCL_CASES)
+def test_the_hccl_line_reads_as_its_snapshot(graph_mode, wanted, value, snapshot):
+    """The HCCL expansion mode line: a WARN only where collectives are captured and it is unset."""
+    assert asdict(parallel_doctor.hccl_mode(graph_mode, wanted, value)) == snapshot
+
+
+def test_the_hccl_check_reads_the_backend_and_the_variable(monkeypatch):
+    """The check asks select_backend() whether graph mode runs, and reads HCCL_OP_EXPANSION_MODE."""
+    monkeypatch.setattr(parallel_backend, "select_backend", lambda: SimpleNamespace(is_npugraph_ex=True))
+    monkeypatch.delenv(parallel_doctor.HCCL_MODE, raising=False)
+    assert parallel_doctor.check_hccl_mode(2).status == "WARN"
+    monkeypatch.setenv(parallel_doctor.HCCL_MODE, "AIV")
+    assert parallel_doctor.check_hccl_mode(2).detail == f"{parallel_doctor.HCCL_MODE}=AIV"
+
+
+def test_a_backend_that_cannot_be_chosen_captures_no_collective(monkeypatch):
+    """$NPUGRAPH_BACKEND naming no backend: no graph is captured, so the HCCL mode is no matter
+    (the mre-backend line reports the bad name)."""
+    monkeypatch.setenv(BACKEND_ENV, "no_such_backend")
+    monkeypatch.delenv(parallel_doctor.HCCL_MODE, raising=False)
+    check = parallel_doctor.check_hccl_mode(2)
+    assert (check.status, check.detail.split(": ")[1]) == ("OK", "no aclgraph is captured here")
+
+
+@pytest.mark.parametrize("ranks", ["0", "two"])
+def test_a_number_of_ranks_that_is_none_is_a_usage_error(capsys, ranks):
+    """--nproc-per-node takes a whole number of 1 or more: anything else is a usage error naming it."""
+    with pytest.raises(SystemExit) as exit_:
+        parallel_doctor.main(["--nproc-per-node", ranks])
+    assert exit_.value.code == 2
+    assert f"{ranks!r} is not a number of ranks (1 or more)" in capsys.readouterr().err

@@ -317,7 +317,7 @@ def decode_contract() -> Check:
     """MAX_BATCH, MAX_SEQ_LEN and CAPTURE_SIZES keep the decode contract, and hold the prompt."""
     import torch
 
-    from .contract import ContractError, to_device
+    from .contract import ContractError, describe, to_device
     from .decode import limits
 
     fix = "fix model.py: README, section 'Generation'"
@@ -338,9 +338,10 @@ def decode_contract() -> Check:
         return Check("decode", "OK", detail)
     prompt = inputs[0] if len(inputs) == 1 else None
     if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.is_floating_point():
-        what = f"{len(inputs)} inputs" if prompt is None else f"{type(prompt).__name__} {prompt!r}"
+        # describe, not repr: a tensor's repr spans lines, and this is one line of a report.
+        what = f"{len(inputs)} inputs" if prompt is None else describe(prompt)
         detail = f"example_inputs() must return (prompt,), token ids (batch, length); got {what}"
-        return Check("decode", "FAIL", detail[:200], fix, blocking=True)
+        return Check("decode", "FAIL", detail, fix, blocking=True)
     batch, length = prompt.shape
     if batch > bounds.max_batch:
         detail = f"{detail}; the prompt's {batch} sequences are more than the cache's rows"
