@@ -11,11 +11,13 @@ import pytest
 import torch
 from torch import nn
 
+from decode_project.toolkit import doctor as decode_doctor
 from forward_project import model, settings
 from forward_project.toolkit import backend, doctor
 from forward_project.toolkit.backend import BACKEND_ENV
 from forward_project.toolkit.contract import constant_note
 from forward_project.toolkit.doctor import Check
+from parallel_project.toolkit import doctor as parallel_doctor
 
 PINNED = settings.TORCH_NPU
 TORCH = PINNED.split(".post")[0]
@@ -473,15 +475,26 @@ def test_a_model_that_only_builds_stops_the_mre_naming_its_eager_error(own_model
     """A model that builds but fails eagerly: a blocking FAIL with the error and its line, as
     every tool refuses it, not an OK for building."""
     own_model(Fails, lambda: (torch.ones(3),))
-    check = doctor.check_model()
-    assert (check.status, check.blocking, check.fix) == ("FAIL", True, MODEL_FIX)
     source = Path(__file__).read_text().splitlines()
     line = next(n for n, text in enumerate(source, 1) if "the doctor must point" in text)
-    assert check.detail == (
+    detail = (
         "build_model() gives Fails, example_inputs() [0] (3,) float32 on cpu; but the model fails "
         "eagerly, so graph mode cannot be judged: ValueError: bad input; at "
         f"{__file__}:{line} (forward); `python -m forward_project check` says more"
     )
+    assert doctor.check_model() == Check("model", "FAIL", detail, MODEL_FIX, blocking=True)
+
+
+def test_a_model_that_cannot_move_to_the_npu_stops_the_mre_naming_the_device(own_model, monkeypatch):
+    """On an NPU the model runs where the MRE runs it: one that cannot get there is a blocking FAIL
+    naming the device and the error's first line (an "npu" torch does not know stands in here)."""
+    own_model(lambda: nn.Linear(4, 2), lambda: (torch.ones(3, 4),))
+    monkeypatch.setattr(backend, "npu_status", lambda: (True, "an NPU"))
+    check = doctor.check_model()
+    assert (check.name, check.status, check.fix, check.blocking) == ("model", "FAIL", MODEL_FIX, True)
+    built = "build_model() gives Linear, example_inputs() [0] (3, 4) float32 on cpu"
+    assert check.detail.startswith(f"{built}; but it cannot run on npu: RuntimeError: ")
+    assert "\n" not in check.detail
 
 
 class CountsCalls(nn.Module):
@@ -508,6 +521,44 @@ def test_a_model_with_state_out_of_sight_warns_that_the_tools_refuse_it(own_mode
         "during the first call"
     )
     assert check.fix.startswith("hold what a call advances in a tensor, written in place")
+
+
+class CountsScaledCalls(CountsCalls):
+    def forward(self, x, scale):
+        return super().forward(x) * scale
+
+
+def test_the_tools_refusal_comes_before_the_notes_on_constant_inputs(own_model):
+    """A model the tools refuse, with a constant input too: the refusal first, in the line and in
+    its fixes, as it matters most."""
+    own_model(CountsScaledCalls, lambda: (torch.ones(3), 2.0))
+    check = doctor.check_model()
+    note, fix = constant_note("[1]", 2.0)
+    refusal = "refuse it: calls went from 0 to 1 during the first call"
+    assert check.detail.endswith(f"{refusal}; {note}")
+    assert check.fix.startswith("hold what a call advances in a tensor")
+    assert check.fix.endswith(f"; {fix}")
+
+
+def test_a_decode_model_is_said_to_run_its_prefill_and_a_decode_step():
+    """A decode project's model line says what ran eagerly: the prefill and one decode step."""
+    detail = decode_doctor.check_model().detail
+    assert detail.endswith("; the prompt's prefill and one decode step run eagerly on cpu")
+
+
+def test_a_tensor_parallel_project_runs_every_check_and_the_rank_checks_for_one_rank():
+    """With tensor parallelism the doctor runs every check, then the rank checks, for one rank
+    unless told otherwise."""
+    checks = parallel_doctor.run_checks()
+    names = [check.name for check in checks]
+    assert names[:-3] == [check.name for check in doctor.run_checks()]
+    assert names[-3:] == ["ranks", "plan", "hccl-mode"]
+    assert checks[-2].detail.startswith("parallel_plan(1) ")
+
+
+def test_a_tensor_parallel_help_reads_as_its_snapshot(help_of, snapshot):
+    """--help of a tensor-parallel project's doctor, with --nproc-per-node, is the reviewed text."""
+    assert help_of(parallel_doctor.main, "python -m parallel_project doctor") == snapshot
 
 
 class Scale(nn.Module):
