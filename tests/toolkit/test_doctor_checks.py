@@ -524,17 +524,27 @@ def test_a_model_with_state_out_of_sight_warns_that_the_tools_refuse_it(own_mode
 
 
 class CountsScaledCalls(CountsCalls):
+    """Counts its calls, and its tokens in a second Python int."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens = 0
+
     def forward(self, x, scale):
+        self.tokens += 2
         return super().forward(x) * scale
 
 
 def test_the_tools_refusal_comes_before_the_notes_on_constant_inputs(own_model):
-    """A model the tools refuse, with a constant input too: the refusal first, in the line and in
-    its fixes, as it matters most."""
+    """A model the tools refuse, with a constant input too: the refusal first, naming each number
+    it keeps, in the line and in its fixes, as it matters most."""
     own_model(CountsScaledCalls, lambda: (torch.ones(3), 2.0))
     check = doctor.check_model()
     note, fix = constant_note("[1]", 2.0)
-    refusal = "refuse it: calls went from 0 to 1 during the first call"
+    refusal = (
+        "refuse it: calls went from 0 to 1 during the first call; "
+        "tokens went from 0 to 2 during the first call"
+    )
     assert check.detail.endswith(f"{refusal}; {note}")
     assert check.fix.startswith("hold what a call advances in a tensor")
     assert check.fix.endswith(f"; {fix}")
@@ -554,6 +564,7 @@ def test_a_tensor_parallel_project_runs_every_check_and_the_rank_checks_for_one_
     assert names[:-3] == [check.name for check in doctor.run_checks()]
     assert names[-3:] == ["ranks", "plan", "hccl-mode"]
     assert checks[-2].detail.startswith("parallel_plan(1) ")
+    assert not {"decode", "cache-dir"} & set(names)  # a decode and a cache_compile project's lines
 
 
 def test_a_tensor_parallel_help_reads_as_its_snapshot(help_of, snapshot):
