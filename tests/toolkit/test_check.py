@@ -899,3 +899,55 @@ def test_a_plan_that_cannot_run_is_refused_first(capsys, monkeypatch, project):
     assert "the plan cannot run on 2 ranks" in report
     assert "plan entry '0' (RowwiseParallel) on 0: Linear, weight (8, 4)" in report
     assert len(report.splitlines()) <= 10
+
+
+@pytest.mark.parametrize("project", ["parallel_project"], indirect=True)
+def test_a_plan_that_raises_is_the_finding_at_its_line(monkeypatch, project):
+    """parallel_plan() raising for the ranks asked for: the finding names the call, the error's
+    first line and the line that raised, as a model's own error is named."""
+
+    def refuses(world_size):
+        raise ValueError(f"8 heads cannot be split across {world_size} ranks\nmore")  # the plan's line
+
+    monkeypatch.setattr(project.model, "parallel_plan", refuses)
+    finding = project.check.plan_problem(3)
+    line = next(
+        n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if "the plan's line" in text
+    )
+    assert (finding.what, finding.reason) == (
+        "parallel_plan(3) fails",
+        "ValueError: 8 heads cannot be split across 3 ranks",
+    )
+    assert finding.where == f"{__file__}:{line} (refuses)"
+
+
+@pytest.mark.parametrize("project", ["parallel_project"], indirect=True)
+def test_the_plan_is_asked_for_the_ranks_after_the_mre_s_seed(monkeypatch, project):
+    """parallel_plan(N) for the N ranks asked for, after seed 0, as the MRE calls it."""
+    calls = []
+    monkeypatch.setattr(
+        project.model,
+        "parallel_plan",
+        lambda world_size: calls.append((world_size, torch.initial_seed())) or {},
+    )
+    assert project.check.plan_problem(3) is None
+    assert calls == [(3, 0)]
+
+
+@pytest.mark.parametrize("project", ["parallel_project"], indirect=True)
+def test_a_plan_that_cannot_run_is_what_and_where_apart(monkeypatch, project):
+    """The plan's refusal splits at its first ": ", so --json's `what` is the verdict and its
+    `reason` the entry, the layer and the shapes."""
+    project.use(lambda: nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4)), torch.ones(3, 4))
+    monkeypatch.setattr(
+        project.model, "parallel_plan", lambda world_size: {"0": RowwiseParallel(), "1": ColwiseParallel()}
+    )
+    finding = project.check.plan_problem(2)
+    assert finding.what == "the plan cannot run on 2 ranks"
+    assert finding.reason.startswith("plan entry '0' (RowwiseParallel) on 0: Linear, weight (8, 4)")
+
+
+def test_no_failed_guard_is_no_guard_and_no_place():
+    """With no guard failed since Dynamo was reset: no guards, and no place in the user's code."""
+    torch._dynamo.reset()
+    assert check.failed_guards() == ([], "")
