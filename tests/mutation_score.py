@@ -1,6 +1,6 @@
 """The mutation score: mutmut over the code users run, against the tests that guard it.
 
-    python tests/mutation_score.py [--workers N] [TARGET[:MODULE] ...]   (`nox -s mutation_score`)
+    python tests/mutation_score.py [--workers N] [--again] [TARGET[:MODULE] ...]   (`nox -s mutation_score`)
 
 tests/mutations.py replays the bugs the team thought of; this measures the rest. mutmut makes
 every small change it knows (a flipped comparison, a constant, a dropped argument, ...) to each
@@ -15,7 +15,8 @@ itself, mutating the hooks against their tests. Another bake is one more entry i
 target works in build/mutation/<name>, where mutmut keeps its results: the next run tests only
 the mutants of functions that changed, and again every survivor when anything else (the tests)
 changed. Delete the folder to start afresh. `TARGET:MODULE` (`toolkit:toolkit/report.py`) tests
-that module's mutants again, all of them, and no other.
+that module's mutants again, all of them, and no other; `--again` only those that survived the
+last run, to see which of them the tests written since kill.
 
 It prints a table per module (mutants, killed, survived, timed out, score: the share killed or
 timed out, as a test run that hangs fails too) and writes every survivor to
@@ -146,6 +147,11 @@ def main() -> int:
     parser.add_argument(
         "--report", action="store_true", help="test nothing: the table and survivors of the last runs"
     )
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="test only the last run's survivors again (of each MODULE given): after new tests",
+    )
     arguments = parser.parse_args()
     modules: dict[str, list[str]] = {}
     for argument in arguments.targets:
@@ -165,7 +171,7 @@ def main() -> int:
         folder = BUILD / target.name
         if not arguments.report:
             prepare(target)
-            run_mutmut(target, folder, arguments.workers, modules.get(target.name, []))
+            run_mutmut(target, folder, arguments.workers, modules.get(target.name, []), arguments.again)
         elif not (folder / "mutants").exists():
             continue
         results = read_results(folder)
@@ -348,9 +354,22 @@ def mutmut_config(target: Target, work: Path) -> str:
     return "\n".join(lines)
 
 
-def run_mutmut(target: Target, work: Path, workers: int, modules: list[str]) -> None:
+def run_mutmut(target: Target, work: Path, workers: int, modules: list[str], again: bool = False) -> None:
     """mutmut run; then the survivors again if anything but the mutated code changed. With
-    `modules`, every mutant of those modules again instead."""
+    `modules`, every mutant of those modules again instead; with `again`, only the survivors of
+    the last run (of those modules, if any)."""
+    if again:
+        results = read_results(work)
+        names = [
+            name
+            for name, code in sorted(results.items())
+            if code not in KILLED | TIMED_OUT | NOT_RUN | SKIPPED
+            and (not modules or module_of(name) in modules)
+        ]
+        print(f"{target.name}: {len(names)} survivor(s) again", flush=True)
+        if names:
+            mutmut(work, "run", "--max-children", str(workers), *names)
+        return
     if modules:
         patterns = [mutant_pattern(target, module) for module in modules]
         mutmut(work, "run", "--max-children", str(workers), *patterns)
