@@ -951,3 +951,63 @@ def test_no_failed_guard_is_no_guard_and_no_place():
     """With no guard failed since Dynamo was reset: no guards, and no place in the user's code."""
     torch._dynamo.reset()
     assert check.failed_guards() == ([], "")
+
+
+@pytest.mark.parametrize(
+    ("guards", "why"),
+    [
+        (["G['A'] == 1", "G['B'] == 2"], "Dynamo's guard G['A'] == 1; G['B'] == 2 failed"),
+        ([], "Dynamo guards on a value that changes (a Python number from a tensor, a changing attribute)"),
+    ],
+)
+@pytest.mark.parametrize("project", ["forward_project"], indirect=True)
+def test_a_recompile_names_each_failed_guard_or_else_the_likely_cause(
+    capsys, monkeypatch, project, guards, why
+):
+    """A recompile's reason names every guard Dynamo says failed; where it names none, what
+    usually fails one."""
+    monkeypatch.setattr(project.check, "failed_guards", lambda: (guards, ""))
+    _, result = run_check(capsys, project, CountsOutside, torch.ones(3))
+    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager recompiled"]
+    assert found["reason"] == f"a second call on new inputs of the same shapes compiled again: {why}"
+
+
+@pytest.mark.parametrize("project", ["parallel_project"], indirect=True)
+def test_the_model_is_built_on_the_ranks_device_and_planned_for_their_number(monkeypatch, project):
+    """With ranks, build_model() goes to their device before it is sharded, by parallel_plan() for
+    as many ranks as there are (the meta device stands in for a rank's NPU)."""
+    seen = []
+    monkeypatch.setattr(project.model, "parallel_plan", lambda world_size: seen.append(world_size) or {})
+    project.use(lambda: nn.Linear(3, 3), torch.ones(3))
+
+    def shard(model, plan):
+        seen.append(next(model.parameters()).device)
+        raise RuntimeError("seen: no need to run it")
+
+    project.check.check(types.SimpleNamespace(device=torch.device("meta"), size=3, shard=shard))
+    assert seen == [3, torch.device("meta")]
+
+
+def raises_a_hinted_error():
+    raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types")
+
+
+@pytest.mark.parametrize("project", ["forward_project"], indirect=True)
+def test_a_build_that_fails_gets_the_hint_for_its_error(capsys, project):
+    """build_model() raising: the finding carries the hint its error matches, as an eager failure's
+    does."""
+    _, result = run_check(capsys, project, raises_a_hinted_error, torch.ones(3))
+    (found,) = result["findings"]
+    assert found["what"] == "build fails"
+    assert "token ids must be integers" in found["hint"]
+
+
+@pytest.mark.parametrize("project", ["decode_project"], indirect=True)
+def test_a_number_the_prefill_advances_is_named_as_set_in_the_first_call(capsys, monkeypatch, project):
+    """In a decode project the prefill is the first call: a number it advances is named as
+    changed then, not in the decode step."""
+    decode = importlib.import_module("decode_project.toolkit.decode")
+    monkeypatch.setattr(decode, "first_step", lambda model, *inputs: (model(*inputs), inputs)[1])
+    _, result = run_check(capsys, project, CountsCalls, torch.ones(3))
+    (found,) = result["findings"]
+    assert found["reason"] == f"calls went from 0 to 1 {WHEN[False]}"
