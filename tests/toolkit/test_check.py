@@ -2,12 +2,14 @@
 inputs and outputs that differ from eager are named, with the numbers; each rung starts from the
 state eager started from; in each kind of project (decode, tensor-parallel) alike."""
 
+import contextlib
 import importlib
 import json
 import re
 import traceback
 import types
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -1011,3 +1013,94 @@ def test_a_number_the_prefill_advances_is_named_as_set_in_the_first_call(capsys,
     _, result = run_check(capsys, project, CountsCalls, torch.ones(3))
     (found,) = result["findings"]
     assert found["reason"] == f"calls went from 0 to 1 {WHEN[False]}"
+
+
+# --- main() with tensor parallelism: the plan first, then the ranks on the device npu_status picks
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["report", "json"])
+@pytest.mark.parametrize("project", ["parallel_project"], indirect=True)
+def test_a_plan_that_raises_stops_check_before_the_ranks_as_its_snapshot(
+    capsys, monkeypatch, project, as_json, snapshot
+):
+    """A plan that cannot be made for the ranks asked for: nothing else is checked, exit 2, and the
+    report (or --json) says so in words a reviewer has read."""
+
+    def refuses(world_size):
+        raise ValueError(f"8 heads cannot be split across {world_size} ranks")
+
+    monkeypatch.setattr(project.model, "parallel_plan", refuses)
+    monkeypatch.setattr(project.check, "error_frame", lambda error: "model.py:1 (parallel_plan)")
+    monkeypatch.delenv("RANK", raising=False)
+    assert project.check.main(["--nproc-per-node", "3", *(["--json"] if as_json else [])]) == 2
+    assert capsys.readouterr().out == snapshot
+
+
+@pytest.mark.parametrize("project", ["parallel_project"], indirect=True)
+def test_a_plan_problem_is_printed_by_rank_0_alone(capsys, monkeypatch, project):
+    """Under torchrun every rank finds the plan's problem; only RANK 0 prints it, all exit 2."""
+    monkeypatch.setattr(project.model, "parallel_plan", lambda world_size: 1 / 0)
+    monkeypatch.setenv("RANK", "1")
+    assert project.check.main([]) == 2
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("project", ["parallel_project"], indirect=True)
+def test_the_plan_is_rehearsed_for_torchrun_s_world_size(capsys, monkeypatch, project):
+    """Without --nproc-per-node, check rehearses the plan for $WORLD_SIZE ranks, as torchrun sets
+    it; what the model prints meanwhile goes to stderr, out of the report."""
+    asked = []
+
+    def plan_problem(size):
+        asked.append(size)
+        print("the model prints")
+        return "a problem"
+
+    monkeypatch.setattr(project.check, "plan_problem", plan_problem)
+    monkeypatch.setattr(project.check, "render", lambda result: "the report")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.delenv("RANK", raising=False)
+    project.check.main([])
+    assert asked == [4]
+    assert capsys.readouterr() == ("the report\n", "the model prints\n")
+
+
+@pytest.mark.parametrize("npu", [False, True], ids=["cpu", "npu"])
+@pytest.mark.parametrize("first", [True, False], ids=["first rank", "other rank"])
+@pytest.mark.parametrize("project", ["parallel_project"], indirect=True)
+def test_check_runs_on_the_ranks_and_the_first_prints(capsys, monkeypatch, project, npu, first):
+    """With a plan that can run, check joins the ranks on the NPU if there is one, else the CPU,
+    checks this rank's share, and the first rank alone prints; all exit by the verdict."""
+    joined, checked = [], []
+    ranks = types.SimpleNamespace(is_first=first)
+
+    @contextlib.contextmanager
+    def tensor_parallel(device_type):
+        joined.append(device_type)
+        yield ranks
+
+    def check_(on):
+        checked.append(on)
+        print("the model prints")  # to stderr, not into the report
+        return project.check.Result(verdict=1, summary="checked")
+
+    parallel = importlib.import_module("parallel_project.toolkit.parallel")
+    monkeypatch.setattr(parallel, "tensor_parallel", tensor_parallel)
+    monkeypatch.setattr(project.check, "plan_problem", lambda size: None)
+    monkeypatch.setattr(project.check, "npu_status", lambda: (npu, ""))
+    monkeypatch.setattr(project.check, "check", check_)
+    assert project.check.main(["--json"]) == 1
+    assert (joined, checked) == (["npu" if npu else "cpu"], [ranks])
+    printed, told = capsys.readouterr()
+    assert told == "the model prints\n"
+    assert printed == (
+        json.dumps(asdict(project.check.Result(verdict=1, summary="checked")), indent=2) + "\n"
+        if first
+        else ""
+    )
+
+
+def test_a_tensor_parallel_help_reads_as_its_snapshot(help_of, snapshot):
+    """--help of a tensor-parallel project's check, with --nproc-per-node, is the reviewed text."""
+    parallel_check = importlib.import_module("parallel_project.toolkit.check")
+    assert help_of(parallel_check.main, "python -m parallel_project check") == snapshot
