@@ -146,6 +146,29 @@ class CountsCalls(nn.Module):
         return x * self.calls
 
 
+class CountsCallsAndTokens(CountsCalls):
+    """Counts its calls, and its tokens two at a time, in two Python ints."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens = 0
+
+    def forward(self, x):
+        self.tokens += 2
+        return super().forward(x)
+
+
+@pytest.mark.parametrize("project", ["forward_project"], indirect=True)
+def test_every_number_a_call_advances_is_named_on_a_line_of_its_own(capsys, project):
+    """Two numbers that the eager call advances by different steps: a line for each."""
+    _, result = run_check(capsys, project, CountsCallsAndTokens, torch.ones(3))
+    (found,) = result["findings"]
+    assert found["reason"].split("\n            ") == [
+        "calls went from 0 to 1 during the first call",
+        "tokens went from 0 to 2 during the first call",
+    ]
+
+
 def test_a_number_a_call_advances_is_refused_by_its_path(capsys, project):
     """A Python number that the eager call advances is named with how it went, and with the fix;
     nothing is compared, since no rung could start where eager started: exit 2."""
@@ -394,6 +417,7 @@ def test_a_forced_backend_that_cannot_run_stops_check(capsys, monkeypatch, proje
     assert (code, result["rungs"], found["what"]) == (2, [], "the MRE's backend")
     assert found["reason"].startswith(f"{BACKEND_ENV}='no_such_backend' is not a torch.compile backend")
     assert found["hint"] == f"unset {BACKEND_ENV} or fix its value"
+    assert result["summary"] == f"the MRE cannot choose its backend: fix {BACKEND_ENV} first"
 
 
 def test_a_ready_model_passes_every_rung_here(capsys, project):
