@@ -105,7 +105,7 @@ def mutations(session: nox.Session) -> None:
 def mutation_score(session: nox.Session) -> None:
     """Mutation testing (mutmut) of the toolkit, CLI and op files in baked projects and of the hooks:
     a table per module, survivors in tests/mutation_survivors.md. On demand; cached in build/mutation.
-    `nox -s mutation_score -- hooks` runs one target, `-- --again` the last run's survivors only,
+    `nox -s mutation_score -- hooks` runs one target, `-- --again` those not killed yet only,
     `-- --workers 1` on fewer cores."""
     session.install(*TEST_DEPENDENCIES, *MUTATION_DEPENDENCIES)
     session.run("python", "tests/mutation_score.py", *session.posargs)

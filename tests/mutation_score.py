@@ -15,8 +15,8 @@ itself, mutating the hooks against their tests. Another bake is one more entry i
 target works in build/mutation/<name>, where mutmut keeps its results: the next run tests only
 the mutants of functions that changed, and again every survivor when anything else (the tests)
 changed. Delete the folder to start afresh. `TARGET:MODULE` (`toolkit:toolkit/report.py`) tests
-that module's mutants again, all of them, and no other; `--again` only those that survived the
-last run, to see which of them the tests written since kill.
+that module's mutants again, all of them, and no other; `--again` only those no run has killed
+yet (the survivors, and mutants of code changed since), to see what the tests written since kill.
 
 It prints a table per module (mutants, killed, survived, timed out, score: the share killed or
 timed out, as a test run that hangs fails too) and writes every survivor to
@@ -150,7 +150,7 @@ def main() -> int:
     parser.add_argument(
         "--again",
         action="store_true",
-        help="test only the last run's survivors again (of each MODULE given): after new tests",
+        help="test only the mutants not killed yet, survivors and new ones (of each MODULE given)",
     )
     arguments = parser.parse_args()
     modules: dict[str, list[str]] = {}
@@ -356,17 +356,16 @@ def mutmut_config(target: Target, work: Path) -> str:
 
 def run_mutmut(target: Target, work: Path, workers: int, modules: list[str], again: bool = False) -> None:
     """mutmut run; then the survivors again if anything but the mutated code changed. With
-    `modules`, every mutant of those modules again instead; with `again`, only the survivors of
-    the last run (of those modules, if any)."""
+    `modules`, every mutant of those modules again instead; with `again`, only those that no run
+    has killed yet, survivors and mutants not run (of those modules, if any)."""
     if again:
         results = read_results(work)
         names = [
             name
             for name, code in sorted(results.items())
-            if code not in KILLED | TIMED_OUT | NOT_RUN | SKIPPED
-            and (not modules or module_of(name) in modules)
+            if code not in KILLED | TIMED_OUT | SKIPPED and (not modules or module_of(name) in modules)
         ]
-        print(f"{target.name}: {len(names)} survivor(s) again", flush=True)
+        print(f"{target.name}: {len(names)} mutant(s) not killed yet, again", flush=True)
         if names:
             mutmut(work, "run", "--max-children", str(workers), *names)
         return

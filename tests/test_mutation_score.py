@@ -109,13 +109,15 @@ def test_a_run_rewrites_only_the_rows_of_the_functions_it_tested(tmp_path, monke
     assert rows == ["| toolkit | bench.run | `` -a ⏎ +b `` | equivalent: why |"]
 
 
-def test_again_tests_only_the_last_runs_survivors_of_the_modules_given(tmp_path, monkeypatch):
-    """--again hands mutmut the mutants that survived, of the modules asked for, and no others."""
-    survived, killed, other = (
-        f"{SHARED_TOOLKIT}.{name}__mutmut_1" for name in ("check.x_a", "check.x_b", "doctor.x_c")
+def test_again_tests_only_the_mutants_not_killed_yet_of_the_modules_given(tmp_path, monkeypatch):
+    """--again hands mutmut the mutants that survived or have not run, of the modules asked for,
+    and no others."""
+    survived, new, killed, other = (
+        f"{SHARED_TOOLKIT}.{name}__mutmut_1" for name in ("check.x_a", "check.x_b", "check.x_c", "doctor.x_d")
     )
-    monkeypatch.setattr(mutation_score, "read_results", lambda work: {survived: 0, killed: 1, other: 0})
+    results = {survived: 0, new: None, killed: 1, other: 0}
+    monkeypatch.setattr(mutation_score, "read_results", lambda work: results)
     runs = []
     monkeypatch.setattr(mutation_score, "mutmut", lambda work, *arguments: runs.append(arguments))
     mutation_score.run_mutmut(TOOLKIT, tmp_path, 2, ["toolkit/check.py"], again=True)
-    assert runs == [("run", "--max-children", "2", survived)]
+    assert runs == [("run", "--max-children", "2", survived, new)]

@@ -961,9 +961,9 @@ def test_the_plan_is_asked_for_the_ranks_after_the_mre_s_seed(monkeypatch, proje
 
 
 @pytest.mark.parametrize("project", ["parallel_project"], indirect=True)
-def test_a_plan_that_cannot_run_is_what_and_where_apart(monkeypatch, project):
+def test_a_plan_that_cannot_run_is_what_and_where_apart(monkeypatch, project, snapshot):
     """The plan's refusal splits at its first ": ", so --json's `what` is the verdict and its
-    `reason` the entry, the layer and the shapes."""
+    `reason` the entry, the layer and the shapes, then the error; its fix is the hint."""
     project.use(lambda: nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4)), torch.ones(3, 4))
     monkeypatch.setattr(
         project.model, "parallel_plan", lambda world_size: {"0": RowwiseParallel(), "1": ColwiseParallel()}
@@ -971,6 +971,8 @@ def test_a_plan_that_cannot_run_is_what_and_where_apart(monkeypatch, project):
     finding = project.check.plan_problem(2)
     assert finding.what == "the plan cannot run on 2 ranks"
     assert finding.reason.startswith("plan entry '0' (RowwiseParallel) on 0: Linear, weight (8, 4)")
+    # The error's other lines follow, the fix apart as the hint.
+    assert asdict(finding) == snapshot
 
 
 def test_no_failed_guard_is_no_guard_and_no_place():

@@ -274,6 +274,7 @@ DECODE_CASES = {
     "more sequences than rows": {"MAX_BATCH": 2, "CAPTURE_SIZES": (1, 2), "example_inputs": long_prompt(3)},
     "as many sequences as rows": {"MAX_BATCH": 2, "CAPTURE_SIZES": (1, 2), "example_inputs": long_prompt(2)},
     "a prompt as long as the cache": {"MAX_SEQ_LEN": 3, "example_inputs": long_prompt(1)},
+    "three sequences, padded to four": {"example_inputs": long_prompt(3)},
     "more sequences than the largest size": {
         "MAX_BATCH": 4,
         "CAPTURE_SIZES": (1, 2),
@@ -303,11 +304,15 @@ def cache_state(folder: Path, state: str) -> None:
         path.chmod(0o600 if state == "yours" or index else 0o644)
 
 
-@pytest.mark.parametrize("state", ["none", "yours", "one loose file"])
+@pytest.mark.parametrize("state", ["none", "yours", "one loose file", "another user's"])
 def test_the_cache_line_reads_as_its_snapshot(tmp_path, monkeypatch, state, snapshot):
-    """The cache folder's line: not written yet, the user's own (entries, size), or a loose file."""
+    """The cache folder's line: not written yet, the user's own (entries, size), a loose file, or
+    another user's files (off an NPU, where cache_compile does not run, not blocking)."""
     monkeypatch.chdir(tmp_path)
-    cache_state(tmp_path / CACHE_DIR, state)
+    cache_state(tmp_path / CACHE_DIR, "yours" if state == "another user's" else state)
+    if state == "another user's":
+        someone_else = os.getuid() + 1
+        monkeypatch.setattr(os, "getuid", lambda: someone_else)
     assert asdict(cache_doctor.cache_dir()) == snapshot
 
 
