@@ -327,6 +327,10 @@ def completions(url: str, prompts: list[list[int]], new_tokens: int) -> Generate
     except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError) as error:
         raise VllmCheckError(f"no vLLM server answers at {url}: {error}") from None
     choices = sorted(answer["choices"], key=lambda choice: choice["index"])
+    if len(choices) != len(prompts):
+        raise VllmCheckError(
+            f"the server at {url} answered {len(choices)} sequence(s) for {len(prompts)} prompts"
+        )
     if any(choice.get("token_ids") is None for choice in choices):
         raise VllmCheckError(
             f"the server at {url} returns no token ids: it needs vLLM 0.23 or later "
