@@ -1218,3 +1218,68 @@ def test_each_rank_traces_under_its_own_name(monkeypatch, tmp_path, capsys):
     assert Path(trace).name.startswith("rank0.")
     assert result["ranks"] == {"size": 1, "backend": "gloo", "slowest": 0}
     assert result["open"] == [[f"{trace} (rank 0)", profile.PERFETTO]]
+
+
+# --- tensor parallelism: this rank's run, and who prints
+
+
+def test_with_tensor_parallelism_both_modes_are_this_ranks_share():
+    """workload() builds eager's and graph mode's models on this rank, and compiles graph mode's
+    for it (in cache_compile mode each rank keeps a cache of its own)."""
+    parallel_profile = importlib.import_module("parallel_project.toolkit.profile")
+    ranks, backend = object(), select_backend()
+    asked = []
+
+    def seeded_model(where):
+        asked.append(("built on", where))
+        return torch.nn.Identity(), (torch.ones(1),)
+
+    def graph_of(model, on, *rank):
+        asked.append(("compiled for", rank))
+        return model
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parallel_profile, "seeded_model", seeded_model)
+        patch.setattr(parallel_profile, "graph_of", graph_of)
+        parallel_profile.workload(backend, ranks)
+    assert asked == [("built on", ranks), ("built on", ranks), ("compiled for", (ranks,))]
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["rank 0", "another rank"])
+def test_the_ranks_join_on_the_backends_device_and_rank_0_alone_prints(monkeypatch, tmp_path, capsys, first):
+    """profile joins the ranks on its backend's device, gathers every rank's result, and only
+    rank 0 prints the slowest rank's; every rank exits 0."""
+    parallel_profile = importlib.import_module("parallel_project.toolkit.profile")
+    parallel = importlib.import_module("parallel_project.toolkit.parallel")
+    joined = []
+    ranks = types.SimpleNamespace(is_first=first, gather=lambda result: [result])
+
+    @contextlib.contextmanager
+    def tensor_parallel(device_type):
+        joined.append(device_type)
+        yield ranks
+
+    monkeypatch.setattr(parallel, "tensor_parallel", tensor_parallel)
+    monkeypatch.setattr(parallel_profile, "run", lambda *arguments: cpu_result())
+    monkeypatch.setattr(parallel_profile, "slowest_rank", lambda results, on: results[0])
+    monkeypatch.chdir(tmp_path)
+    assert parallel_profile.main(["--json"]) == 0
+    assert joined == [select_backend().device]
+    printed = capsys.readouterr().out
+    assert printed == (json.dumps(cpu_result()) + "\n" if first else "")
+
+
+@pytest.mark.parametrize(("rank", "told"), [("0", True), ("1", False)])
+def test_a_model_profile_refuses_is_told_by_rank_0_alone(monkeypatch, tmp_path, capsys, rank, told):
+    """A model every rank refuses alike (a ContractError) exits 2 on each, and rank 0 alone ($RANK)
+    says why: one line, not one a rank."""
+    parallel_profile = importlib.import_module("parallel_project.toolkit.profile")
+
+    def refuse(*arguments):
+        raise parallel_profile.ContractError("the model keeps a number")
+
+    monkeypatch.setattr(parallel_profile, "profiled", refuse)
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.chdir(tmp_path)
+    assert parallel_profile.main([]) == 2
+    assert capsys.readouterr().err == ("profile: the model keeps a number\n" if told else "")
