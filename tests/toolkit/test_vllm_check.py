@@ -49,7 +49,7 @@ class Asked:
 
 @contextlib.contextmanager
 def fake_server(
-    tokens: list[list[int]], *, choices: list[dict] | None = None, refuse: tuple[int, str] | None = None
+    tokens: list[list[int]], *, choices: list[dict] | None = None, refuse: tuple[int, bytes] | None = None
 ) -> Iterator[tuple[str, list[Asked]]]:
     """An OpenAI-compatible server on 127.0.0.1, vLLM's paths only (/health, /v1/models,
     /v1/completions; any other is 404): the completions are `tokens`, a choice a sequence, in
@@ -58,6 +58,11 @@ def fake_server(
     asked: list[Asked] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        @property
+        def asked_path(self) -> str:
+            # As sent: http.server turns a leading // of self.path into / (CVE-2021-28861).
+            return self.requestline.split()[1]
+
         def answer(self, body: dict, status: int = 200) -> None:
             data = json.dumps(body).encode()
             self.send_response(status)
@@ -67,25 +72,25 @@ def fake_server(
             self.wfile.write(data)
 
         def do_GET(self) -> None:
-            asked.append(Asked("GET", self.path, self.headers["Content-Type"], None))
-            if self.path == "/health":
+            asked.append(Asked("GET", self.asked_path, self.headers["Content-Type"], None))
+            if self.asked_path == "/health":
                 self.answer({})
-            elif self.path == "/v1/models":
+            elif self.asked_path == "/v1/models":
                 self.answer({"data": [{"id": "/models/export"}]})
             else:
                 self.answer({"detail": "Not Found"}, 404)
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            asked.append(Asked("POST", self.path, self.headers["Content-Type"], body))
-            if self.path != "/v1/completions":
+            asked.append(Asked("POST", self.asked_path, self.headers["Content-Type"], body))
+            if self.asked_path != "/v1/completions":
                 self.answer({"detail": "Not Found"}, 404)
             elif refuse is not None:
                 status, text = refuse
                 self.send_response(status)
-                self.send_header("Content-Length", str(len(text.encode())))
+                self.send_header("Content-Length", str(len(text)))
                 self.end_headers()
-                self.wfile.write(text.encode())
+                self.wfile.write(text)
             else:
                 given = [{"index": i, "token_ids": row} for i, row in enumerate(tokens)][::-1]
                 self.answer({"choices": given if choices is None else choices})
@@ -555,13 +560,15 @@ def test_each_request_waits_its_own_time(monkeypatch):
 
 
 def test_a_refused_request_is_told_with_the_servers_words_cut_at_300_characters():
-    """An HTTP error: exit 2, one line with the status and the first 300 characters it said."""
+    """An HTTP error: exit 2, one line with the status and the first 300 characters it said,
+    whatever bytes they are."""
     _, tokens = reference()
     words = "max_tokens is too large " + "x" * 400
-    with fake_server(tokens, refuse=(400, words)) as (url, _):
+    with fake_server(tokens, refuse=(400, b"\xff" + words.encode())) as (url, _):
         code, _, told = check("--url", url)
     assert code == 2
-    assert told == f"vllm-check: the server at {url} refused the request: HTTP 400: {words[:300]}\n"
+    said = ("\ufffd" + words)[:300]
+    assert told == f"vllm-check: the server at {url} refused the request: HTTP 400: {said}\n"
 
 
 def test_a_server_without_token_ids_is_told_which_vllm_it_needs():
@@ -701,6 +708,7 @@ class StandInVllm:
                 os.write(2, b"WARNING stderr too\n")
                 vllm.engine = engine
                 if vllm.failure is not None:
+                    os.write(2, b"\xff not text\n")
                     raise vllm.failure
                 core = types.SimpleNamespace(shutdown=lambda: setattr(vllm, "shut_down", True))
                 self.llm_engine = types.SimpleNamespace(
@@ -794,7 +802,7 @@ def test_an_engine_without_engine_core_still_passes(stand_in_vllm, tmp_path):
 
 def test_a_failing_engine_is_told_by_this_runs_cause_in_one_line(stand_in_vllm, tmp_path):
     """An engine that raises: exit 2, one line with the cause its error gives and the log's
-    place; an earlier run's log does not speak for this one."""
+    place, whatever bytes the log holds; an earlier run's log does not speak for this one."""
     (tmp_path / vllm_check.LOG).write_text("Model architectures ['Old'] are not supported\n")
     stand_in_vllm.failure = RuntimeError("engine died")
     code, printed, told = check("--model-dir", str(tmp_path))
@@ -872,14 +880,15 @@ def test_serve_starts_a_server_on_the_export_and_asks_it(stand_in_vllm, tmp_path
         served.append((exported.directory, tp, timeout))
         with fake_server(tokens) as (url, asked):
             yield url
-        served.append(posted(asked)[0]["prompt"])
+        (body,) = posted(asked)
+        served.append((body["prompt"], body["max_tokens"]))
 
     monkeypatch.setattr(vllm_check, "served", serving)
     monkeypatch.setattr(vllm_check, "cpu_environment", lambda tp: None)
     arguments = ("--serve", "--model-dir", str(tmp_path), "--tensor-parallel-size", "2", "--timeout", "9")
     code, printed, _ = check(*arguments)
     assert code == 0
-    assert served == [(tmp_path, 2, 9.0), prompts]
+    assert served == [(tmp_path, 2, 9.0), (prompts, NEW)]
     assert printed.startswith("vllm        vllm serve (http://127.0.0.1:")
 
 
