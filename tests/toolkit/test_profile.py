@@ -1223,7 +1223,7 @@ def test_each_rank_traces_under_its_own_name(monkeypatch, tmp_path, capsys):
 # --- tensor parallelism: this rank's run, and who prints
 
 
-def test_with_tensor_parallelism_both_modes_are_this_ranks_share():
+def test_with_tensor_parallelism_both_modes_are_this_ranks_share(monkeypatch):
     """workload() builds eager's and graph mode's models on this rank, and compiles graph mode's
     for it (in cache_compile mode each rank keeps a cache of its own)."""
     parallel_profile = importlib.import_module("parallel_project.toolkit.profile")
@@ -1238,10 +1238,9 @@ def test_with_tensor_parallelism_both_modes_are_this_ranks_share():
         asked.append(("compiled for", rank))
         return model
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(parallel_profile, "seeded_model", seeded_model)
-        patch.setattr(parallel_profile, "graph_of", graph_of)
-        parallel_profile.workload(backend, ranks)
+    monkeypatch.setattr(parallel_profile, "seeded_model", seeded_model)
+    monkeypatch.setattr(parallel_profile, "graph_of", graph_of)
+    parallel_profile.workload(backend, ranks)
     assert asked == [("built on", ranks), ("built on", ranks), ("compiled for", (ranks,))]
 
 

@@ -63,8 +63,8 @@ def fake_server(
             # As sent: http.server turns a leading // of self.path into / (CVE-2021-28861).
             return self.requestline.split()[1]
 
-        def answer(self, body: dict, status: int = 200) -> None:
-            data = json.dumps(body).encode()
+        def answer(self, body: dict | bytes, status: int = 200) -> None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -87,10 +87,7 @@ def fake_server(
                 self.answer({"detail": "Not Found"}, 404)
             elif refuse is not None:
                 status, text = refuse
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(text)))
-                self.end_headers()
-                self.wfile.write(text)
+                self.answer(text, status)
             else:
                 given = [{"index": i, "token_ids": row} for i, row in enumerate(tokens)][::-1]
                 self.answer({"choices": given if choices is None else choices})
@@ -363,16 +360,36 @@ def test_the_cause_is_read_from_vllms_log(case):
     assert "\n" not in vllm_check.cause(log)
 
 
-def test_the_server_command_serves_the_export_on_loopback_with_the_cpu_settings(tmp_path):
-    """`vllm serve DIR` on 127.0.0.1 at the given port, with the batch, the length and the dtype."""
-    exported = vllm_check.Exported(Path(tmp_path), "X", "own", torch.float32, 64)
-    command = vllm_check.server_command(exported, 12345, limits(), 1)
-    assert str(tmp_path) in command
-    assert command[command.index("--host") + 1] == "127.0.0.1"
-    assert command[command.index("--port") + 1] == "12345"
-    assert command[command.index("--max-num-seqs") + 1] == str(limits().max_batch)
-    assert command[command.index("--dtype") + 1] == "float32"
-    assert "--skip-tokenizer-init" in command
+def test_an_error_line_names_the_errors_class_alone_and_300_characters():
+    """The cause from an error line is the class's own name, not its module's, and the first 300
+    characters of its message."""
+    message = "x" * 400
+    assert vllm_check.cause(f"torch.OutOfMemoryError: {message}") == f"OutOfMemoryError: {message[:300]}"
+
+
+def test_a_logs_tail_is_its_last_lines_without_the_blank_end():
+    """tail() gives the last lines that say something, a line each."""
+    assert vllm_check.tail("\n\nfirst\nsecond\nthird\n\n", 2) == "second\nthird"
+
+
+def test_vllms_kv_cache_gets_one_gib_unless_the_user_set_it(monkeypatch):
+    """VLLM_CPU_KVCACHE_SPACE is 1 (GiB) when unset, and the user's value otherwise."""
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    vllm_check.cpu_environment(1)
+    assert vllm_check.os.environ["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
+    vllm_check.cpu_environment(1)
+    assert vllm_check.os.environ["VLLM_CPU_KVCACHE_SPACE"] == "4"
+
+
+def test_as_many_ranks_as_cores_get_a_core_each(monkeypatch):
+    """Two ranks on this process's two cores: one core each (asked of this process, pid 0)."""
+    asked = []
+    monkeypatch.setattr(vllm_check.os, "sched_getaffinity", lambda pid: asked.append(pid) or {0, 1})
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    vllm_check.cpu_environment(2)
+    assert vllm_check.os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "0|1"
+    assert asked == [0]
 
 
 def test_tensor_parallel_on_a_cpu_binds_each_rank_to_cores_of_its_own(monkeypatch):
@@ -647,7 +664,7 @@ def test_a_free_port_is_one_a_server_of_any_user_can_take():
         taken.bind(("127.0.0.1", port))
 
 
-def test_the_server_command_reads_as_its_snapshot(tmp_path, monkeypatch, snapshot):
+def test_the_server_command_reads_as_its_snapshot(monkeypatch, snapshot):
     """`vllm serve` on the export at 127.0.0.1, two ranks, and the CPU's settings, switches bare."""
     monkeypatch.setattr(vllm_check, "serve_program", lambda: ["vllm", "serve"])
     exported = vllm_check.Exported(Path("/models/export"), "X", "own", torch.bfloat16, 64)
@@ -890,41 +907,6 @@ def test_serve_starts_a_server_on_the_export_and_asks_it(stand_in_vllm, tmp_path
     assert code == 0
     assert served == [(tmp_path, 2, 9.0), (prompts, NEW)]
     assert printed.startswith("vllm        vllm serve (http://127.0.0.1:")
-
-
-# --- the CPU's environment, and reading vLLM's log
-
-
-def test_vllms_kv_cache_gets_one_gib_unless_the_user_set_it(monkeypatch):
-    """VLLM_CPU_KVCACHE_SPACE is 1 (GiB) when unset, and the user's value otherwise."""
-    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
-    vllm_check.cpu_environment(1)
-    assert vllm_check.os.environ["VLLM_CPU_KVCACHE_SPACE"] == "1"
-    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
-    vllm_check.cpu_environment(1)
-    assert vllm_check.os.environ["VLLM_CPU_KVCACHE_SPACE"] == "4"
-
-
-def test_as_many_ranks_as_cores_get_a_core_each(monkeypatch):
-    """Two ranks on this process's two cores: one core each (asked of this process, pid 0)."""
-    asked = []
-    monkeypatch.setattr(vllm_check.os, "sched_getaffinity", lambda pid: asked.append(pid) or {0, 1})
-    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
-    vllm_check.cpu_environment(2)
-    assert vllm_check.os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "0|1"
-    assert asked == [0]
-
-
-def test_an_error_line_names_the_errors_class_alone_and_300_characters():
-    """The cause from an error line is the class's own name, not its module's, and the first 300
-    characters of its message."""
-    message = "x" * 400
-    assert vllm_check.cause(f"torch.OutOfMemoryError: {message}") == f"OutOfMemoryError: {message[:300]}"
-
-
-def test_a_logs_tail_is_its_last_lines_without_the_blank_end():
-    """tail() gives the last lines that say something, a line each."""
-    assert vllm_check.tail("\n\nfirst\nsecond\nthird\n\n", 2) == "second\nthird"
 
 
 def test_a_head_size_refusal_reads_as_its_snapshot(snapshot):
