@@ -656,6 +656,23 @@ def test_stopping_a_server_whose_processes_are_gone_is_quiet():
     vllm_check.stop(looks_running)
 
 
+def test_stopping_a_server_that_ignored_sigterm_and_then_exited_is_quiet():
+    """A server that outlived the bounded wait and exited before the SIGKILL: stop() still ends."""
+    gone = subprocess.Popen([sys.executable, "-c", ""], start_new_session=True)
+    gone.wait()
+    waits = []
+
+    def wait(timeout=None):
+        waits.append(timeout)
+        if timeout is not None:
+            raise subprocess.TimeoutExpired("vllm serve", timeout)
+        return 0
+
+    outlived = types.SimpleNamespace(poll=lambda: None, pid=gone.pid, wait=wait)
+    vllm_check.stop(outlived)
+    assert waits == [vllm_check.STOP_TIMEOUT, None]
+
+
 def test_a_free_port_is_one_a_server_of_any_user_can_take():
     """free_port() gives an unprivileged port that nothing holds: binding it works."""
     port = vllm_check.free_port()
