@@ -96,8 +96,7 @@ def test_every_tool_runs_your_model(case, tmp_path):
 
     results = run_tools(project, **answers)
     assert_runs_here(results)
-    assert results["export-npu"][0] == 0, results["export-npu"][2]
-    assert results["export-portable"][0] == 0, results["export-portable"][2]
+    assert results["export"][0] == 0, results["export"][2]
 
 
 STATIC_CACHE = (OWN_MODELS / "static_cache_llama.py").read_text()
@@ -272,13 +271,12 @@ def test_a_model_reading_a_data_file_runs_every_tool_and_export_names_it(how, tm
 
     results = run_tools(project, before=save)
     assert_runs_here(results)
-    for target in ("export-npu", "export-portable"):
-        code, _, message = results[target]
-        assert code == 1, message
-        assert "the exported file cannot carry the data files your modules read: weights.pt" in message
-        assert found_at in message
-        assert "torch.manual_seed(0)" in message
-        assert len(message.strip().splitlines()) <= 5, message
+    code, _, message = results["export"]
+    assert code == 1, message
+    assert "the exported file cannot carry the data files your modules read: weights.pt" in message
+    assert found_at in message
+    assert "torch.manual_seed(0)" in message
+    assert len(message.strip().splitlines()) <= 5, message
     assert not (project / "exported_npu.py").exists()
 
 

@@ -215,10 +215,9 @@ def doctor_verdict(code: int | None, printed: str, told: str) -> str:
     return PASSES
 
 
-def export_verdict(*outcomes: tuple[int | None, str, str]) -> str:
-    for code, printed, told in outcomes:
-        if code != 0:
-            return failed(first_line(told or printed))
+def export_verdict(code: int | None, printed: str, told: str) -> str:
+    if code != 0:
+        return failed(first_line(told or printed))
     return PASSES
 
 
@@ -260,7 +259,7 @@ def verdicts(run: ToolRun, workload: str) -> dict[str, str]:
         "check": check_verdict(*results["check"]),
         "bench": bench_verdict(*results["bench"]),
         "doctor": doctor_verdict(*results["doctor"]),
-        "export": export_verdict(results["export-portable"], results["export-npu"]),
+        "export": export_verdict(*results["export"]),
         "generate": generate_verdict(*results["generate"]) if workload == "decode" else NOT_RUN,
         "suite": suite_verdict(run),
     }
