@@ -120,6 +120,10 @@ class Timed(NamedTuple):
     """A step's input_pos; None for prefill."""
     start: Any
     """The model's state (state.save())."""
+    end: Any
+    """The model's state after the call."""
+    device: str
+    """The device bench waits for and times the call on."""
 
 
 class Spy:
@@ -133,6 +137,10 @@ class Spy:
         self.state = module_of(project, "toolkit.state")
         self.real_build = self.tool.build
         self.timed: list[Timed] = []
+        self.synchronized: list[str] = []
+        """The devices bench waited for (report.synchronize), in turn."""
+        self.shown: list[str] = []
+        """Bench's status lines, as a terminal would see them."""
 
     def build(self, *arguments):
         """bench.build, remembering the model, its graphs, the prompt and the starting state."""
@@ -146,8 +154,12 @@ class Spy:
         fn(*dummy_input)
         tokens = dummy_input[0]
         position = dummy_input[1].tolist() if len(dummy_input) == 2 else None
-        self.timed.append(Timed(kind, tokens.shape[0], tokens.shape[1], position, start))
+        end = self.state.save(self.model)
+        self.timed.append(Timed(kind, tokens.shape[0], tokens.shape[1], position, start, end, device))
         return SPIED_MS[kind], None
+
+    def synchronize(self, device):
+        self.synchronized.append(device)
 
     def after_prefill(self, size: int):
         """The state prefill of `size` sequences leaves, from the state the model was built with."""
@@ -175,6 +187,8 @@ def spied(request, tmp_path_factory) -> Spied:
         monkeypatch.delenv(BACKEND_ENV, raising=False)
         monkeypatch.setattr(spy.tool, "build", spy.build)
         monkeypatch.setattr(spy.tool, "time_call", spy.time_call)
+        monkeypatch.setattr(spy.tool, "synchronize", spy.synchronize)
+        monkeypatch.setattr(spy.tool.Progress, "show", lambda progress, text: spy.shown.append(text))
         # From a clean Dynamo, warm-up compiles a graph for every size, as in a fresh process.
         torch._dynamo.reset()
         code, out, err = bench_run(request.param, tmp_path_factory.mktemp("bench"), "--json")
@@ -337,6 +351,38 @@ def test_every_timed_call_starts_from_a_state_put_back(spied):
             if call.batch == size:
                 expected = spy.start if call.kind == "prefill" else after_prefill
                 assert spy.state.state_mismatches(call.start, expected) == [], (call.kind, size)
+
+
+def test_every_timed_prefill_fills_the_cache_as_a_prefill_does(spied):
+    """A timed prefill is a real one: it leaves the state an eager prefill of its batch leaves."""
+    spy = spied.spy
+    for size in spy.capture_sizes():
+        after_prefill = spy.after_prefill(size)
+        for call in spy.timed:
+            if call.batch == size and call.kind == "prefill":
+                assert spy.state.state_mismatches(call.end, after_prefill) == [], size
+
+
+def test_every_call_is_timed_and_waited_for_on_the_backends_device(spied):
+    """Each timed call, and every wait for the device (after a state is put back too), is on the
+    device the model runs on."""
+    spy = spied.spy
+    assert {call.device for call in spy.timed} == {"cpu"}
+    assert spy.synchronized
+    assert set(spy.synchronized) == {"cpu"}
+
+
+def test_the_status_line_names_each_capture_sizes_loops(spied):
+    """On a terminal, each capture size's prefill and decode step loops say which they are."""
+    spy = spied.spy
+    loops = [line for line in spy.shown if line.startswith("bench: batch")]
+    expected = [
+        f"bench: batch {size} {what}: {stage}"
+        for size in spy.capture_sizes()
+        for what in ("prefill", "decode step")
+        for stage in ("warming up 1/1", "timing 1/3", "timing 2/3", "timing 3/3")
+    ]
+    assert loops == expected
 
 
 def test_prefill_is_reported_apart_from_the_per_token_figures(spied):
@@ -658,20 +704,74 @@ def test_every_compile_after_warm_up_is_a_warning_on_stderr(capsys, monkeypatch)
     assert warnings == [f"bench: warning: after warm-up, {reason}" for reason in AFTER_WARM_UP]
 
 
-def test_the_table_has_every_capture_sizes_figures():
-    """A decode table holds a block of figures for each capture size, in turn."""
+def uneven_decode_result() -> dict:
+    """A decode project's summarized run at capture sizes 1 and 2, every figure different."""
     tool = bench_of("decode_project")
-    run = fabricated_run("decode_project", {}, {})
-    prefill = tool.Run({}, host_ms={"prefill": [9.0] * 3}, device_ms={"prefill": []})
+
+    def timed(prefill_ms: list[float], eager_ms: list[float], graph_ms: list[float]) -> tuple:
+        prefill = tool.Run({}, host_ms={"prefill": prefill_ms}, device_ms={"prefill": []})
+        return prefill, tool.Run({}, {}, host_ms={"eager": eager_ms, "graph": graph_ms})
+
     runs = [
-        tool.SizeRun(size, (torch.zeros(size, 1, dtype=torch.long), torch.tensor([8])), prefill, run)
-        for size in (1, 2)
+        tool.SizeRun(
+            size,
+            (torch.zeros(size, 1, dtype=torch.long), torch.tensor([8])),
+            *timed(*figures),
+        )
+        for size, figures in (
+            (1, ([9.0, 10.0, 14.0], [3.0, 2.0, 7.0], [1.0, 1.5, 4.0])),
+            (2, ([12.0, 11.0, 20.0], [4.0, 5.0, 6.0], [2.0, 2.0, 2.5])),
+        )
     ]
     (prompt,) = module_of("decode_project", "model").example_inputs()
     warmup = module_of("decode_project", "toolkit.decode").Warmup((1, 2), 2, 0.5)
-    result = tool.summarize_sizes(a_test("decode_project"), prompt, 1, warmup, runs, [])
-    labels = [line.split("  ")[0] for line in tool.render_table(result).splitlines()]
-    assert [label for label in labels if label.startswith("batch ")] == ["batch 1", "batch 2"]
+    return tool.summarize_sizes(a_test("decode_project"), prompt, 1, warmup, runs, [])
+
+
+def test_a_decode_table_reads_each_capture_sizes_figures_under_its_title():
+    """A decode table: what ran, the ranks (with tensor parallelism) and the capture, then for each
+    capture size in turn its prefill, eager and graph step ms, the steps' tokens/s and the
+    speedup; recompiles after warm-up; the stand-in's note."""
+    result = uneven_decode_result()
+    result["ranks"] = {"size": 2, "backend": "gloo", "slowest": 1}
+    step = "[0] ({}, 1) int64 on cpu, [1] (1,) int64 on cpu"
+    assert bench_of("decode_project").render_table(result).splitlines() == [
+        "backend     aot_eager (a test)",
+        "device      cpu",
+        "ranks       2 (gloo), figures from rank 1, the slowest",
+        "prompt      [0] (2, 8) int64 on cpu",
+        (
+            "iterations  3 timed at each capture size, each one prefill, then one eager and one "
+            "graph decode step from the state prefill left; warm-up: 1 of each"
+        ),
+        "warm-up     captured 2 graphs (batch 1, 2) in 0.5 s",
+        "                p50 ms    p95 ms   mean ms  tokens/s",
+        f"batch 1     decode step on {step.format(1)}",
+        "  prefill       10.000    13.600    11.000",
+        "  eager          3.000     6.600     4.000     250.0",
+        "  graph          1.500     3.750     2.167     461.5",
+        "  speedup   1.75x eager/graph, median per iteration (IQR 1.54x to 2.38x)",
+        f"batch 2     decode step on {step.format(2)}",
+        "  prefill       12.000    19.200    14.333",
+        "  eager          5.000     5.900     5.000     400.0",
+        "  graph          2.000     2.450     2.167     923.1",
+        "  speedup   2.40x eager/graph, median per iteration (IQR 2.20x to 2.45x)",
+        "recompiles  none while timing (no recompile, no recapture after warm-up)",
+        (
+            "note        aot_eager stands in for npugraph_ex: these numbers compare eager with the "
+            "stand-in and do not predict NPU speed"
+        ),
+    ]
+
+
+def test_a_decode_table_warns_of_what_moved_then_of_what_compiled_after_warm_up():
+    """Both kinds of recompile in one warning: what changed while timing first, then each compile
+    after warm-up, in the order they happened."""
+    result = uneven_decode_result()
+    result["recompiled"], result["recompiles"] = ["graphs"], ["size 1 recompiled", "size 2 recompiled"]
+    assert bench_of("decode_project").recompiles_text(result) == (
+        "WARNING: graphs changed while timing; size 1 recompiled; size 2 recompiled"
+    )
 
 
 class TwoOutputs(torch.nn.Module):
@@ -716,6 +816,36 @@ def test_bench_runs_the_mre_s_seeded_weights_on_its_inputs():
         expected = reference(*to_device(example_inputs(), device))
         model, dummy_input = bench.seeded_model(select_backend())
         assert_same(model(*dummy_input), expected)
+
+
+def test_in_a_decode_project_the_seeded_model_stands_at_its_first_decode_step():
+    """In a decode project (profile times its decode step), the seeded model has prefilled the
+    prompt eagerly, and the inputs are the first decode step's: prefill's tokens, at the
+    position after the prompt."""
+    decode = module_of("decode_project", "toolkit.decode")
+    state = module_of("decode_project", "toolkit.state")
+    torch.manual_seed(0)
+    reference = decode_model.build_model().eval()
+    (prompt,) = decode_model.example_inputs()
+    with torch.no_grad():
+        expected = decode.first_step(reference, prompt)
+    model, dummy_input = bench_of("decode_project").seeded_model(a_test("decode_project"))
+    assert_same(dummy_input, expected)
+    assert dummy_input[1].tolist() == [prompt.shape[1]]
+    assert state.state_mismatches(state.save(model), state.save(reference)) == []
+
+
+def test_with_tensor_parallelism_each_rank_keeps_its_own_compile_cache(monkeypatch):
+    """In cache_compile mode, bench's graph of a rank's shard writes and loads that rank's cache,
+    as the rank's MRE does; without ranks, the one cache."""
+    tool = bench_of("parallel_cache_project")
+    compile_cache = module_of("parallel_cache_project", "toolkit.compile_cache")
+    made = []
+    monkeypatch.setattr(compile_cache, "CachedModel", lambda model, **ranks: made.append(ranks))
+    rank = types.SimpleNamespace(cache_keywords=lambda: {"global_rank": 1, "tp_rank": 1})
+    tool.graph_of(PlusOne(), a_test("parallel_cache_project"), rank)
+    tool.graph_of(PlusOne(), a_test("parallel_cache_project"))
+    assert made == [{"global_rank": 1, "tp_rank": 1}, {}]
 
 
 def test_the_model_and_its_inputs_go_to_the_backend_s_device():
