@@ -648,18 +648,22 @@ def test_a_server_that_exits_is_told_by_its_log_whatever_bytes_it_holds(tmp_path
         vllm_check.wait_until_up("http://127.0.0.1:9", exited, log, timeout=30)
 
 
-def test_stopping_a_server_whose_processes_are_gone_is_quiet():
-    """A server that exited between the look and the signal: its group is gone, and stop() ends."""
+@pytest.fixture
+def gone_pid() -> int:
+    """The pid of a server process, and of its process group, that has already exited."""
     gone = subprocess.Popen([sys.executable, "-c", ""], start_new_session=True)
     gone.wait()
-    looks_running = types.SimpleNamespace(poll=lambda: None, pid=gone.pid, wait=lambda *timeout: 0)
+    return gone.pid
+
+
+def test_stopping_a_server_whose_processes_are_gone_is_quiet(gone_pid):
+    """A server that exited between the look and the signal: its group is gone, and stop() ends."""
+    looks_running = types.SimpleNamespace(poll=lambda: None, pid=gone_pid, wait=lambda *timeout: 0)
     vllm_check.stop(looks_running)
 
 
-def test_stopping_a_server_that_ignored_sigterm_and_then_exited_is_quiet():
+def test_stopping_a_server_that_ignored_sigterm_and_then_exited_is_quiet(gone_pid):
     """A server that outlived the bounded wait and exited before the SIGKILL: stop() still ends."""
-    gone = subprocess.Popen([sys.executable, "-c", ""], start_new_session=True)
-    gone.wait()
     waits = []
 
     def wait(timeout=None):
@@ -668,7 +672,7 @@ def test_stopping_a_server_that_ignored_sigterm_and_then_exited_is_quiet():
             raise subprocess.TimeoutExpired("vllm serve", timeout)
         return 0
 
-    outlived = types.SimpleNamespace(poll=lambda: None, pid=gone.pid, wait=wait)
+    outlived = types.SimpleNamespace(poll=lambda: None, pid=gone_pid, wait=wait)
     vllm_check.stop(outlived)
     assert waits == [vllm_check.STOP_TIMEOUT, None]
 
