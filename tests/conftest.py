@@ -10,11 +10,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cookiecutter import hooks
 from cookiecutter.environment import StrictEnvironment
 from cookiecutter.main import cookiecutter
 from copier import Settings, run_copy
@@ -194,6 +196,8 @@ def run_in(
     )
 
 
+RUN_SCRIPT_WITH_CONTEXT = hooks.run_script_with_context
+
 # What Jinja's compiled code depends on besides the source: the syntax, the extensions and the
 # code generator's options (jinja2.Environment's arguments).
 COMPILE_OPTIONS = (
@@ -216,10 +220,11 @@ COMPILE_OPTIONS = (
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Compile each template once per test process. Cookiecutter makes new Jinja environments for
-    every bake and compiled the template's files, file names, hooks and prompts again: more than
-    half of a bake's time, and the tests bake hundreds of times. (Benchmarks import this module
-    without this hook, and time a bake as users wait for it.)"""
+    """Compile each template once per test process, and remove each rendered hook after it ran.
+    Cookiecutter makes new Jinja environments for every bake and compiled the template's files,
+    file names, hooks and prompts again: more than half of a bake's time, and the tests bake
+    hundreds of times. (Benchmarks import this module without this hook, and time a bake as users
+    wait for it.)"""
     compiled: dict[tuple, Any] = {}
     compile_source = StrictEnvironment.compile
 
@@ -231,6 +236,20 @@ def pytest_configure(config: pytest.Config) -> None:
         return compiled[key]
 
     StrictEnvironment.compile = compile_once
+    hooks.run_script_with_context = run_and_remove
+
+
+def run_and_remove(script_path: str, cwd: str, context: dict[str, Any]) -> None:
+    """Run a hook as cookiecutter does, then remove its rendered copy. Cookiecutter leaves every
+    rendered hook in the temp folder, on purpose (cookiecutter/cookiecutter#886): two files per
+    bake, and the tests bake thousands of times. Here each is rendered into a folder of its own."""
+    saved = tempfile.tempdir
+    with tempfile.TemporaryDirectory(prefix="hook-") as folder:
+        tempfile.tempdir = folder
+        try:
+            RUN_SCRIPT_WITH_CONTEXT(script_path, cwd, context)
+        finally:
+            tempfile.tempdir = saved
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
