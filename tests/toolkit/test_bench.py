@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch._C._distributed_c10d import _get_work_registry_size
 from torch._dynamo.utils import counters
+from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 from torch.utils._pytree import tree_leaves, tree_map_only
 
@@ -143,7 +144,9 @@ class Spy:
         """Bench's status lines, as a terminal would see them."""
 
     def build(self, *arguments):
-        """bench.build, remembering the model, its graphs, the prompt and the starting state."""
+        """bench.build, remembering its arguments, the model, its graphs, the prompt and the
+        starting state."""
+        self.arguments = arguments
         self.model, self.graphs, self.prompt = self.real_build(*arguments)
         self.start = self.state.save(self.model)
         return self.model, self.graphs, self.prompt
@@ -163,11 +166,15 @@ class Spy:
 
     def after_prefill(self, size: int):
         """The state prefill of `size` sequences leaves, from the state the model was built with."""
+        self.first_step_inputs(size)
+        return self.state.save(self.model)
+
+    def first_step_inputs(self, size: int):
+        """The first decode step's inputs at `size` sequences, prefilled from the starting state."""
         first_step = module_of(self.project, "toolkit.decode").first_step
         self.state.restore(self.model, self.start)
         with torch.no_grad():
-            first_step(self.model, self.tool.rows_of(self.prompt, size))
-        return self.state.save(self.model)
+            return first_step(self.model, self.tool.rows_of(self.prompt, size))
 
     def capture_sizes(self) -> list[int]:
         return list(module_of(self.project, "toolkit.decode").limits().capture_sizes)
@@ -330,6 +337,24 @@ def test_every_capture_size_is_timed_in_turn(spied):
         assert kinds == {"prefill": 3, "eager": 3, "graph": 3}
 
 
+def test_each_capture_size_names_the_decode_step_inputs_it_timed(spied):
+    """A capture size's `inputs` are its decode step's: that many sequences' first step."""
+    spy = spied.spy
+    for size in spied.result["sizes"]:
+        assert size["inputs"] == describe_tree(spy.first_step_inputs(size["batch"]))
+
+
+def test_with_tensor_parallelism_bench_times_the_rank_s_shard(spied):
+    """bench builds the model for this rank of the job, and times its shard: the parameters the
+    plan splits are DTensors (one rank's job here); without tensor parallelism, none is."""
+    spy = spied.spy
+    parallel = module_of(spy.project, "toolkit.project").TENSOR_PARALLEL
+    ranks = spy.arguments[1] if len(spy.arguments) > 1 else None
+    assert (ranks is not None) == parallel
+    sharded = [name for name, parameter in spy.model.named_parameters() if isinstance(parameter, DTensor)]
+    assert bool(sharded) == parallel
+
+
 def test_prefill_times_the_prompt_and_a_step_one_token_after_it(spied):
     """A timed prefill is the whole prompt, nothing else; a timed decode step is one token per
     sequence at the position right after the prompt, every time: never beyond MAX_SEQ_LEN."""
@@ -372,9 +397,14 @@ def test_every_call_is_timed_and_waited_for_on_the_backends_device(spied):
     assert set(spy.synchronized) == {"cpu"}
 
 
-def test_the_status_line_names_each_capture_sizes_loops(spied):
-    """On a terminal, each capture size's prefill and decode step loops say which they are."""
+def test_the_status_line_names_each_stage_and_each_capture_sizes_loops(spied):
+    """On a terminal, warm-up and the comparison say what they do, then each capture size's
+    prefill and decode step loops say which they are."""
     spy = spied.spy
+    assert spy.shown[:2] == [
+        f"bench: warm-up: {select_backend().name} captures every capture size",
+        "bench: comparing outputs at every capture size",
+    ]
     loops = [line for line in spy.shown if line.startswith("bench: batch")]
     expected = [
         f"bench: batch {size} {what}: {stage}"
@@ -658,7 +688,33 @@ def test_a_decode_step_that_differs_stops_the_run(capsys, monkeypatch):
     first, *others = decode.limits().capture_sizes
     assert "does not match eager" in captured.err
     assert f"at batch {first} (batch {', '.join(map(str, others))} too):" in captured.err
-    assert json.loads(captured.out)["outputs_match"] is False
+    result = json.loads(captured.out)
+    assert result["outputs_match"] is False
+    assert result["inputs"] == describe_tree(to_device(decode_model.example_inputs(), "cpu"))
+
+
+def test_a_decode_step_that_differs_at_one_size_names_that_size_alone_and_how(capsys, monkeypatch):
+    """Only the largest capture size's graph computes something else: the report names that batch
+    alone, then how it differs."""
+    tool = bench_of("decode_project")
+    decode = module_of("decode_project", "toolkit.decode")
+    build = tool.build
+    largest = decode.limits().capture_sizes[-1]
+
+    def off_by_one_at_largest(*where):
+        model, graphs, prompt = build(*where)
+
+        def step(*args):
+            return plus_one(decode.logits_of(model(*args)))
+
+        graphs.compiled[largest] = step
+        return model, graphs, prompt
+
+    monkeypatch.setattr(tool, "build", off_by_one_at_largest)
+    assert tool.main(FAST) == 1
+    lines = capsys.readouterr().err.splitlines()
+    at = lines.index(f"at batch {largest}:")
+    assert "differ" in lines[at + 1]
 
 
 def test_a_prompt_the_cache_cannot_follow_is_refused(capsys, monkeypatch):
@@ -668,7 +724,7 @@ def test_a_prompt_the_cache_cannot_follow_is_refused(capsys, monkeypatch):
     assert bench_of("decode_project").main(FAST) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert f"prompt has {length} tokens" in line
-    assert f"MAX_SEQ_LEN = {length}" in line
+    assert line.endswith(f"MAX_SEQ_LEN = {length}; shorten the prompt or raise MAX_SEQ_LEN in model.py")
 
 
 def test_capture_sizes_out_of_order_are_refused(capsys, monkeypatch):
@@ -833,6 +889,28 @@ def test_in_a_decode_project_the_seeded_model_stands_at_its_first_decode_step():
     assert_same(dummy_input, expected)
     assert dummy_input[1].tolist() == [prompt.shape[1]]
     assert state.state_mismatches(state.save(model), state.save(reference)) == []
+
+
+def test_a_decode_prefill_s_device_time_is_the_mean_of_its_calls_device_times():
+    """On an NPU each capture size's prefill reports its own device ms per call."""
+    tool = bench_of("decode_project")
+    prefill = tool.Run({}, host_ms={"prefill": [9.0, 9.0]}, device_ms={"prefill": [1.0, 3.0]})
+    step_input = (torch.zeros(1, 1, dtype=torch.long), torch.tensor([8]))
+    size = tool.per_size(tool.SizeRun(1, step_input, prefill, fabricated_run("decode_project", {}, {})))
+    assert size["prefill"]["device_mean_ms"] == 2.0
+
+
+def test_with_tensor_parallelism_bench_builds_the_graph_of_the_rank_s_cache(monkeypatch):
+    """In cache_compile mode with tensor parallelism, what bench builds for a rank of the job is
+    compiled into that rank's own cache."""
+    tool = bench_of("parallel_cache_project")
+    compile_cache = module_of("parallel_cache_project", "toolkit.compile_cache")
+    made = []
+    monkeypatch.setattr(compile_cache, "CachedModel", lambda model, **ranks: made.append(ranks))
+    backend = a_test("parallel_cache_project")
+    with tool.joined(backend) as ranks:
+        tool.build(backend, ranks)
+        assert made == [ranks.cache_keywords()]
 
 
 def test_with_tensor_parallelism_each_rank_keeps_its_own_compile_cache(monkeypatch):
