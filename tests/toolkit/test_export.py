@@ -338,13 +338,12 @@ def test_a_file_whose_leaves_differ_is_judged_1_with_the_first_differences():
 
 
 def test_every_leaf_that_differs_is_named_up_to_eight():
-    """Two leaves that differ are both named, one line each, with no count of more."""
-    file, mre = export.Run({"[0]": 1, "[1]": 2}), export.Run({"[0]": 0, "[1]": 0})
+    """Eight leaves that differ are all named, one line each, with no count of more."""
+    file = export.Run({f"[{i}]": i + 1 for i in range(8)})
+    mre = export.Run({f"[{i}]": 0 for i in range(8)})
     code, message = export.judge(file, mre, "the file")
-    assert (code, message.splitlines()[:2]) == (
-        1,
-        ["[0]: int 1 where eager has int 0", "    [1]: int 2 where eager has int 0"],
-    )
+    lines = [f"[{i}]: int {i + 1} where eager has int 0" for i in range(8)]
+    assert (code, message.splitlines()[:8]) == (1, [lines[0], *(f"    {line}" for line in lines[1:])])
     assert "more leaves" not in message
 
 

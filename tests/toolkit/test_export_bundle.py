@@ -907,6 +907,21 @@ def test_data_files_your_modules_read_are_named_and_refused(project, finds, line
     )
 
 
+@pytest.mark.parametrize("op_plugin", [False, True])
+def test_an_op_plugin_yaml_is_data_only_without_an_op_plugin_op(project, monkeypatch, op_plugin):
+    """With an op-plugin op, op_plugin_functions.yaml is the op's schema, which the file holds as
+    a string: not data, as py.typed is not. Without one, a file of that name is data like any."""
+    monkeypatch.setattr(export.project, "OP_PLUGIN", op_plugin)
+    files = {"py.typed": "", "op_plugin_functions.yaml": "", "weights.pt": ""}
+    message = refusal(
+        project, {"model.py": "HERE = __file__\n\n\ndef build_model():\n    return 1\n", **files}
+    )
+    found = "weights.pt" if op_plugin else "op_plugin_functions.yaml, weights.pt"
+    assert message.startswith(
+        f"the exported file cannot carry the data files your modules read: {found} (in "
+    )
+
+
 def test_every_module_that_finds_files_is_named(project):
     """Two of your modules find files: the refusal names each, in module-name order, at its first
     such line."""

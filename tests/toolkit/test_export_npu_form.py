@@ -38,6 +38,23 @@ def test_the_backend_choice_becomes_the_npu_backend_with_its_options_name_and_de
     )
 
 
+def test_every_name_bound_to_the_choice_is_the_npu_backend():
+    """Two names bound to select_backend() in one function: the options and device of each are
+    the NPU's."""
+    statement = (
+        "def step():\n"
+        "    first = select_backend()\n"
+        "    second = select_backend()\n"
+        "    return x.to(first.device), first.options, y.to(second.device), second.options\n"
+    )
+    assert npu_form(statement) == (
+        "def step():\n"
+        f"    first = {export.NPU_BACKEND}\n"
+        f"    second = {export.NPU_BACKEND}\n"
+        "    return x.npu(), NPUGRAPH_EX_OPTIONS, y.npu(), NPUGRAPH_EX_OPTIONS\n"
+    )
+
+
 def test_the_ranks_device_of_tensor_parallel_is_the_npu():
     """Under tensor parallelism the ranks' device is the rank's NPU: `.to(ranks.device)` is `.npu()`."""
     statement = (
@@ -68,8 +85,13 @@ def test_a_choice_formatted_over_several_lines_reads_alike():
 )
 def test_a_use_it_cannot_write_as_a_literal_is_refused_naming_its_line(use):
     """A choice the file would make where it runs is refused, with the file and line, not half-written."""
-    with pytest.raises(export.BundleError, match=r"^mre\.py:3: the npu target writes select_backend"):
+    with pytest.raises(export.BundleError) as refused:
         export.npu_form(f"def step():\n    {use}\n", MRE, 2)
+    assert str(refused.value) == (
+        "mre.py:3: the npu target writes select_backend()'s choice on an NPU where it is called, "
+        "and this use of it is not a call without arguments; call it plainly "
+        "(`backend = select_backend()`), or export --target portable"
+    )
 
 
 def test_an_mre_renamed_and_reformatted_narrow_still_exports_the_seed_s_literal_form(tmp_path, monkeypatch):
