@@ -1267,6 +1267,40 @@ def test_table_names_the_one_rank_it_ran(table_run):
         assert rows == [f"ranks       1 ({group_backend()}), figures from rank 0, the only one"]
 
 
+def test_a_mismatch_on_any_rank_of_the_job_stops_every_rank(monkeypatch):
+    """What each rank found is gathered from the job: graph mode that differs on rank 1 alone
+    leaves rank 0 untimed too."""
+    tool = bench_of("parallel_project")
+    model = PlusOne()
+    monkeypatch.setattr(tool, "build", lambda backend, ranks: (model, model, (torch.ones(2),)))
+    monkeypatch.setattr(tool, "measure", lambda *args, **kwargs: pytest.fail("timed after a mismatch"))
+    ranks = types.SimpleNamespace(gather=lambda found: [found, "rank 1 differs"])
+    arguments = tool.parse_args(FAST, None)
+    outcome = tool.benchmark(a_test("parallel_project"), arguments, tool.Progress(), ranks)
+    assert outcome.mismatches == [None, "rank 1 differs"]
+    assert not outcome.matched
+
+
+def test_a_rank_other_than_0_shows_and_prints_nothing_and_exits_0(monkeypatch, capsys):
+    """Rank 1 of a job that matched and was timed leaves the status line and the result to rank 0,
+    even on a terminal, and exits 0."""
+    tool = bench_of("parallel_project")
+    rank_1 = types.SimpleNamespace(is_first=False)
+
+    def benchmark(backend, args, progress, ranks):
+        progress.show("bench: a stage")
+        return tool.Outcome((torch.ones(2),), [None, None], [{}, {}])
+
+    monkeypatch.setattr(tool, "joined", lambda backend: contextlib.nullcontext(rank_1))
+    monkeypatch.setattr(tool, "group_of", lambda ranks: {"size": 2})
+    monkeypatch.setattr(tool, "benchmark", benchmark)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert tool.main(FAST) == 0
+    assert terminal.getvalue() == ""
+    assert capsys.readouterr().out == ""
+
+
 def test_every_timed_call_waits_for_its_collectives():
     """A row-parallel layer run eagerly returns its all-reduce still in flight: a timed call
     waits for it, so the time covers it and no collective is left unwaited."""
