@@ -665,23 +665,29 @@ def test_outputs_that_differ_stop_the_run(project, capsys, monkeypatch):
     assert (result["outputs_match"], result["inputs"]) == (False, describe_tree(inputs[0]))
 
 
-def test_a_decode_step_that_differs_stops_the_run(capsys, monkeypatch):
-    """A decode step that computes something else is reported with every batch it differs at, and
-    exits 1 without timing."""
-    tool = bench_of("decode_project")
+def off_by_one_at(sizes):
+    """decode_project's bench.build, its graphs at `sizes` computing eager's logits plus one."""
+    build = bench_of("decode_project").build
     decode = module_of("decode_project", "toolkit.decode")
-    build = tool.build
 
-    def off_by_one(*where):
+    def built(*where):
         model, graphs, prompt = build(*where)
 
         def step(*args):
             return plus_one(decode.logits_of(model(*args)))
 
-        graphs.compiled = dict.fromkeys(graphs.compiled, step)
+        graphs.compiled.update(dict.fromkeys(sizes, step))
         return model, graphs, prompt
 
-    monkeypatch.setattr(tool, "build", off_by_one)
+    return built
+
+
+def test_a_decode_step_that_differs_stops_the_run(capsys, monkeypatch):
+    """A decode step that computes something else is reported with every batch it differs at, and
+    exits 1 without timing."""
+    tool = bench_of("decode_project")
+    decode = module_of("decode_project", "toolkit.decode")
+    monkeypatch.setattr(tool, "build", off_by_one_at(decode.limits().capture_sizes))
     monkeypatch.setattr(tool, "measure_sizes", lambda *args: pytest.fail("timed after a mismatch"))
     assert tool.main([*FAST, "--json"]) == 1
     captured = capsys.readouterr()
@@ -697,20 +703,8 @@ def test_a_decode_step_that_differs_at_one_size_names_that_size_alone_and_how(ca
     """Only the largest capture size's graph computes something else: the report names that batch
     alone, then how it differs."""
     tool = bench_of("decode_project")
-    decode = module_of("decode_project", "toolkit.decode")
-    build = tool.build
-    largest = decode.limits().capture_sizes[-1]
-
-    def off_by_one_at_largest(*where):
-        model, graphs, prompt = build(*where)
-
-        def step(*args):
-            return plus_one(decode.logits_of(model(*args)))
-
-        graphs.compiled[largest] = step
-        return model, graphs, prompt
-
-    monkeypatch.setattr(tool, "build", off_by_one_at_largest)
+    largest = module_of("decode_project", "toolkit.decode").limits().capture_sizes[-1]
+    monkeypatch.setattr(tool, "build", off_by_one_at([largest]))
     assert tool.main(FAST) == 1
     lines = capsys.readouterr().err.splitlines()
     at = lines.index(f"at batch {largest}:")
