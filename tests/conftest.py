@@ -196,8 +196,6 @@ def run_in(
     )
 
 
-RUN_SCRIPT_WITH_CONTEXT = hooks.run_script_with_context
-
 # What Jinja's compiled code depends on besides the source: the syntax, the extensions and the
 # code generator's options (jinja2.Environment's arguments).
 COMPILE_OPTIONS = (
@@ -237,6 +235,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     StrictEnvironment.compile = compile_once
     hooks.run_script_with_context = run_and_remove
+
+
+RUN_SCRIPT_WITH_CONTEXT = hooks.run_script_with_context
 
 
 def run_and_remove(script_path: str, cwd: str, context: dict[str, Any]) -> None:
