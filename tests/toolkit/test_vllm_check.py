@@ -227,12 +227,13 @@ def test_a_head_size_vllms_cpu_attention_refuses_is_told_before_vllm_starts(monk
 
 
 def fake_vllm_serve(monkeypatch: pytest.MonkeyPatch, program: str) -> list:
-    """`vllm serve` replaced by a Python program; the processes started, to look at after."""
+    """`vllm serve` replaced by a Python program, given the server's arguments; the processes
+    started, to look at after."""
     started = []
     popen = vllm_check.subprocess.Popen
 
     def spawn(command, **keywords):
-        process = popen([sys.executable, "-c", program], **keywords)
+        process = popen([sys.executable, "-c", program, *command], **keywords)
         started.append(process)
         return process
 
@@ -266,10 +267,80 @@ def test_a_server_that_fails_is_told_by_its_cause(monkeypatch, as_if_vllm, tmp_p
         'print("ValueError: Following weights were not initialized from checkpoint: '
         "{'layers.0.up.weight'}\"); sys.exit(1)"
     )
-    fake_vllm_serve(monkeypatch, program)
+    started = fake_vllm_serve(monkeypatch, program)
     code, _, told = check("--serve", "--model-dir", str(tmp_path))
     assert code == 2
     assert "{'layers.0.up.weight'} got no exported weight" in told
+    assert len(told.splitlines()) == 1
+    assert str(tmp_path / vllm_check.LOG) in told
+    assert len(started) == 1
+
+
+# `vllm serve` as far as its port goes: it binds the port before it loads the model, with the
+# socket options of vLLM 0.32's create_server_socket() (vllm/entrypoints/openai/api_server.py), so
+# a port another program holds ends it with "OSError: [Errno 98] Address already in use"; a port
+# it gets answers /health.
+BINDS_ITS_PORT = """
+import http.server, socket, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+bound = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+bound.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+bound.bind(("127.0.0.1", port))
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *arguments):
+        pass
+
+server = http.server.HTTPServer(("127.0.0.1", port), Health, bind_and_activate=False)
+server.socket.close()
+server.socket = bound
+server.server_activate()
+server.serve_forever()
+"""
+
+
+def port_of(server: subprocess.Popen) -> int:
+    return int(server.args[server.args.index("--port") + 1])
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port another program holds (bound, as a server is the moment before it listens)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        yield taken.getsockname()[1]
+
+
+def test_a_port_taken_before_the_server_binds_it_is_traded_for_a_new_one(monkeypatch, taken_port, tmp_path):
+    """Another program takes the free port before vllm serve binds it: the server that exits
+    with "Address already in use" is started again on a new free port, and that one is served."""
+    ports = iter([taken_port, vllm_check.free_port()])
+    monkeypatch.setattr(vllm_check, "free_port", lambda: next(ports))
+    started = fake_vllm_serve(monkeypatch, BINDS_ITS_PORT)
+    exported = vllm_check.Exported(tmp_path, "X", "own", torch.float32, 4)
+    with vllm_check.served(exported, limits(), 1, timeout=60) as url:
+        first, second = started
+        assert first.returncode == 1
+        assert port_of(first) == taken_port
+        assert url == f"http://127.0.0.1:{port_of(second)}"
+        assert second.poll() is None
+    assert second.poll() is not None
+
+
+def test_a_port_taken_at_every_try_is_told_in_one_line(monkeypatch, as_if_vllm, taken_port, tmp_path):
+    """Every free port taken before the server binds it: PORT_ATTEMPTS servers, then exit 2
+    naming the cause and the log."""
+    monkeypatch.setattr(vllm_check, "free_port", lambda: taken_port)
+    started = fake_vllm_serve(monkeypatch, BINDS_ITS_PORT)
+    code, _, told = check("--serve", "--model-dir", str(tmp_path))
+    assert code == 2
+    assert len(started) == vllm_check.PORT_ATTEMPTS == 3
+    assert "vllm serve exited before it answered: OSError: [Errno 98] Address already in use" in told
     assert len(told.splitlines()) == 1
     assert str(tmp_path / vllm_check.LOG) in told
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib.metadata
 import importlib.util
 import json
@@ -68,6 +69,11 @@ SERVER_TIMEOUT = 600.0
 """Seconds `vllm serve` may take to answer its health check: a cold start on a CPU takes ~1 min."""
 STOP_TIMEOUT = 30.0
 """Seconds a stopped server may take to exit before it is killed."""
+PORT_ATTEMPTS = 3
+"""Servers started, each on a new free port, while each finds its port taken: nothing can hold a
+port from free_port() until `vllm serve` binds it, and another program may take it in between."""
+PORT_TAKEN = os.strerror(errno.EADDRINUSE)
+"""What a server's log says when its port was taken ("Address already in use")."""
 TAIL = 15
 """Lines of a server's log shown when it does not come up in time."""
 LOG = "vllm.log"
@@ -115,6 +121,10 @@ ERROR_LINE = re.compile(r"\b([A-Za-z_.]*(?:Error|Exception)): (.+)")
 
 class VllmCheckError(RuntimeError):
     """vLLM cannot run the check: the message names the cause and the fix."""
+
+
+class PortTaken(VllmCheckError):
+    """`vllm serve` exited because another program bound its port first."""
 
 
 @dataclass
@@ -375,7 +385,8 @@ def wait_until_up(url: str, server: subprocess.Popen, log: Path, timeout: float)
         if server.poll() is not None:
             text = log.read_text(errors="replace")
             reason = cause(text) or f"exit status {server.returncode}"
-            raise VllmCheckError(f"vllm serve exited before it answered: {reason} (its log: {log})")
+            failure = PortTaken if PORT_TAKEN in text else VllmCheckError
+            raise failure(f"vllm serve exited before it answered: {reason} (its log: {log})")
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
                 if answer.status == 200:
@@ -404,26 +415,40 @@ def stop(server: subprocess.Popen) -> None:
         server.wait()
 
 
-@contextlib.contextmanager
-def served(exported: Exported, bounds: Limits, tp: int, timeout: float) -> Iterator[str]:
-    """`vllm serve` on the export, up: its URL. Stopped on the way out, whatever happened."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = exported.directory / LOG
+def start(command: list[str], log: Path) -> subprocess.Popen:
+    """Run the server `command`, its output written to `log`."""
     with log.open("w") as file:
         # A session of its own: stop() signals the server's workers with it.
-        server = subprocess.Popen(
-            server_command(exported, port, bounds, tp),
+        return subprocess.Popen(
+            command,
             stdin=subprocess.DEVNULL,
             stdout=file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+@contextlib.contextmanager
+def served(exported: Exported, bounds: Limits, tp: int, timeout: float) -> Iterator[str]:
+    """`vllm serve` on the export, up: its URL. Stopped on the way out, whatever happened. A
+    server whose port was taken before it bound it starts again on a new one (PORT_ATTEMPTS)."""
+    log = exported.directory / LOG
+    server = None
     try:
-        wait_until_up(url, server, log, timeout)
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            server = start(server_command(exported, port, bounds, tp), log)
+            try:
+                wait_until_up(url, server, log, timeout)
+                break
+            except PortTaken:
+                if attempt == PORT_ATTEMPTS:
+                    raise
         yield url
     finally:
-        stop(server)
+        if server is not None:
+            stop(server)
 
 
 def save_reference(path: Path, new_tokens: int) -> None:
