@@ -184,6 +184,33 @@ def test_a_number_a_call_advances_is_refused_by_its_path(capsys, project):
     assert found["hint"].startswith("hold what a call advances in a tensor, written in place")
 
 
+class WritesAPlainCache(nn.Module):
+    """Writes its input into a cache held in a plain tensor attribute, neither a buffer nor marked:
+    a graph that corrupted it would go unseen, since no tool saves it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache = torch.zeros(3)
+
+    def forward(self, x):
+        self.cache.copy_(x)
+        return x * 2
+
+
+def test_a_plain_tensor_attribute_a_call_writes_is_refused_by_its_path(capsys, project):
+    """A cache in a plain tensor attribute that the eager call writes is named, with the fix of
+    registering it as a buffer; nothing is compared, as no rung could start from eager's state."""
+    code, result = run_check(capsys, project, WritesAPlainCache, torch.ones(3))
+    when = WHEN["decode" in project.model.__name__]
+    assert (code, result["rungs"]) == (2, [])
+    (found,) = result["findings"]
+    assert (found["what"], found["reason"]) == (
+        "state the tools cannot save",
+        f"cache changed {when}, held in a plain attribute",
+    )
+    assert found["hint"].startswith("register each as a buffer where the module makes it")
+
+
 class Layer:
     """A cache layer as transformers' StaticCache holds one: allocated at its first update unless
     allocated early."""

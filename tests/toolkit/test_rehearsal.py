@@ -143,6 +143,34 @@ def test_a_number_a_call_advances_is_refused_naming_it(monkeypatch, tool, projec
     ]
 
 
+class CountsInAPlainTensor(nn.Module):
+    """Counts its calls in a tensor held in a plain attribute: neither a buffer nor marked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = torch.zeros(())
+
+    def forward(self, x, *positions):
+        self.calls += 1
+        return logits(x) * self.calls
+
+
+@pytest.mark.parametrize(("tool", "project"), TOOLS)
+def test_a_plain_tensor_attribute_a_call_changes_is_refused_naming_it(monkeypatch, tool, project):
+    """A tensor in a plain attribute that the model's first call changes: exit 2, its path and the
+    fix of registering it as a buffer, before anything compiles (no tool could put it back)."""
+    code, told = run_tool(monkeypatch, tool, project, CountsInAPlainTensor)
+    assert code == 2
+    assert told.splitlines()[1:] == [
+        "  calls changed during the first call, held in a plain attribute",
+        (
+            "  fix: register each as a buffer where the module makes it, self.register_buffer(name, "
+            "tensor), so that .to(device) moves it and the tools keep it (or, in a cache object that "
+            "is no module, mark it with torch._dynamo.mark_static_address)"
+        ),
+    ]
+
+
 class Layer:
     """A cache layer allocated at its first update, as transformers' StaticCache allocates one
     without early_initialization()."""

@@ -12,6 +12,7 @@ from forward_project.toolkit.state import (
     APPEARED_FIX,
     CHANGED_FIX,
     SET_FIX,
+    UNKEPT_FIX,
     StateOutOfSight,
     restore,
     save,
@@ -379,3 +380,49 @@ def test_a_buffer_two_modules_share_is_seen_under_each_path():
     first, second = Counts(), Counts()
     second.steps = first.steps
     assert sorted(sighting(nn.Sequential(first, second))) == ["0.steps", "1.steps"]
+
+
+class PlainCache(nn.Module):
+    """Keeps its cache and its call count in plain tensor attributes: neither buffers nor marked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys = torch.zeros(2, 3)
+        self.count = torch.zeros(())
+
+    def write(self, x: torch.Tensor) -> None:
+        self.keys[0] = x
+
+    def advance(self) -> None:
+        self.count = self.count + 1
+
+
+def test_a_plain_tensor_attribute_a_call_writes_in_place_is_named():
+    """A tensor held in a plain attribute that a call writes in place (a cache made with
+    torch.zeros in __init__) is named, with the fix of registering it as a buffer: save() does not
+    keep it, so runs compared from one state would start from two."""
+    model = PlainCache()
+    found = refusal(model, lambda: model.write(torch.ones(3)))
+    assert found.found == ["keys changed during the call, held in a plain attribute"]
+    assert found.fix == UNKEPT_FIX
+
+
+def test_a_plain_tensor_attribute_a_call_replaces_with_another_value_is_named():
+    """A plain tensor attribute that a call replaces by a tensor of another value (a count kept as
+    `self.count = self.count + 1`) is named as changed, not passed over as a new tensor."""
+    model = PlainCache()
+    assert refusal(model, model.advance).found == ["count changed during the call, held in a plain attribute"]
+
+
+def test_a_plain_tensor_attribute_a_call_only_reads_is_no_state():
+    """A constant table in a plain attribute, read by the call and left as it was, is not refused;
+    nor one that holds a NaN before and after."""
+    model = PlainCache()
+    model.keys[1, 0] = float("nan")
+    assert refusal(model, lambda: model.keys.sum()) is None
+
+
+def test_a_buffer_and_a_marked_tensor_a_call_writes_are_no_state_out_of_sight():
+    """The state the tools keep (a buffer, a marked cache), written by a call, is not refused."""
+    model = HoldsACache()
+    assert refusal(model, lambda: model(torch.ones(1, 3), torch.tensor([0]))) is None

@@ -11,8 +11,11 @@ a tensor that appears at the first call (a cache allocated lazily, as transforme
 without early_initialization()), a Python number that a call sets for the first time (a counter
 started at the first call), or one that a call advances (transformers' sliding-window cache layers
 count tokens in one). Runs compared from "the same state" would then start from different ones,
-and Dynamo bakes each such number into the graph, so every new value compiles another. watching()
-looks for all three around a call, and refuses the model naming each.
+and Dynamo bakes each such number into the graph, so every new value compiles another. The same
+holds for a tensor the model keeps in a plain attribute, neither a buffer nor marked (a cache
+made with `self.k = torch.zeros(...)`), which a call changes: save() does not keep it, and
+`.to(device)` leaves it behind. watching() looks for all four around a call, and refuses the
+model naming each.
 """
 
 from __future__ import annotations
@@ -151,6 +154,11 @@ CHANGED_FIX = (
     "hold what a call advances in a tensor, written in place: graph mode bakes a Python number "
     "into the graph, and every new value compiles another"
 )
+UNKEPT_FIX = (
+    "register each as a buffer where the module makes it, self.register_buffer(name, tensor), so "
+    "that .to(device) moves it and the tools keep it (or, in a cache object that is no module, "
+    "mark it with torch._dynamo.mark_static_address)"
+)
 WINDOW_FIX = (
     "; transformers' sliding-window cache layers count tokens in a Python int "
     "(cumulative_length_int): turn the sliding window off when MAX_SEQ_LEN fits in it (README, "
@@ -174,6 +182,26 @@ def sighting(model: nn.Module) -> Sighting:
     return {**dict(model.named_buffers(remove_duplicate=False)), **dict(held(model))}
 
 
+def unkept(model: nn.Module) -> State:
+    """Copies of the tensors the model holds in plain attributes that save() does not keep:
+    neither buffers nor marked (a constant table, or state kept where no tool can save it)."""
+    kept = {id(tensor) for tensor in state_tensors(model).values()}
+    return {
+        path: value.detach().clone()
+        for path, value in held(model)
+        if isinstance(value, torch.Tensor) and id(value) not in kept
+    }
+
+
+def same_tensor(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """Whether two tensors hold one value: shape, dtype and every element (a NaN stays a NaN)."""
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return False
+    if before.is_floating_point() or before.is_complex():
+        return bool(torch.equal(before.isnan(), after.isnan()) and torch.equal(before.nan_to_num(), after.nan_to_num()))
+    return torch.equal(before, after)
+
+
 def same_number(before: Any, after: Any) -> bool:
     """Whether two numbers are one value (a NaN stays a NaN)."""
     both_nan = isinstance(before, float) and isinstance(after, float) and math.isnan(before)
@@ -185,11 +213,14 @@ def owner(path: str) -> str:
     return path.rpartition(".")[0]
 
 
-def out_of_sight(before: Sighting, after: Sighting, when: str) -> StateOutOfSight | None:
+def out_of_sight(
+    before: Sighting, after: Sighting, when: str, unkept_before: State | None = None
+) -> StateOutOfSight | None:
     """What a call did out of save()'s sight, from what the model held `before` and `after` it:
     each tensor that appeared (at a path that held no tensor, and not one held elsewhere before:
     a buffer that forward replaced is restore()'s to put back), each number set where none was,
-    and each number that changed; None if nothing."""
+    each number that changed, and each tensor of `unkept_before` (copies, from unkept()) whose
+    value changed; None if nothing."""
     known = {id(value) for value in before.values() if isinstance(value, torch.Tensor)}
     appeared = [
         path
@@ -214,7 +245,15 @@ def out_of_sight(before: Sighting, after: Sighting, when: str) -> StateOutOfSigh
         flag = isinstance(value, bool) and owner(path) in allocated
         if isinstance(old, NUMBER) and not flag and not same_number(old, value):
             changes.setdefault((repr(old), repr(value)), []).append(path)
+    changed_tensors = [
+        path
+        for path, copy in (unkept_before or {}).items()
+        if isinstance(after.get(path), torch.Tensor) and not same_tensor(copy, after[path])
+    ]
     found, fixes = [], []
+    if changed_tensors:
+        found.append(f"{', '.join(changed_tensors)} changed {when}, held in a plain attribute")
+        fixes.append(UNKEPT_FIX)
     if appeared:
         found.append(f"{', '.join(appeared)} appeared {when}")
         fixes.append(APPEARED_FIX)
@@ -235,7 +274,7 @@ def out_of_sight(before: Sighting, after: Sighting, when: str) -> StateOutOfSigh
 def watching(model: nn.Module, when: str) -> Iterator[None]:
     """Raise StateOutOfSight if the block (a call of the model) makes a tensor, or sets or changes
     a number, that the model holds outside what save() keeps; `when` says which call it was."""
-    before = sighting(model)
+    before, copies = sighting(model), unkept(model)
     yield
-    if refusal := out_of_sight(before, sighting(model), when):
+    if refusal := out_of_sight(before, sighting(model), when, copies):
         raise refusal
