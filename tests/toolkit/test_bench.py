@@ -1362,3 +1362,38 @@ def test_a_mismatch_names_every_rank_it_happened_on(capsys):
         "rank 1: off by one",
     ]
     assert json.loads(captured.out)["ranks"] == {**group, "mismatched": [1, 2]}
+
+
+class Calls(torch.nn.Module):
+    """A module whose forward is `call`."""
+
+    def __init__(self, call) -> None:
+        super().__init__()
+        self.call = call
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.call(x)
+
+
+def test_each_side_of_a_comparison_gets_its_own_copy_of_the_inputs():
+    """Graph mode and eager each run on a copy of the inputs, which forward may write in place:
+    a model that doubles its input matches itself, and the inputs given stay as they were."""
+    inputs = (torch.ones(2),)
+    doubles = Calls(lambda x: x.mul_(2) + 1)
+    assert bench.compare_outputs(doubles, doubles, inputs) is None
+    assert inputs[0].tolist() == [1.0, 1.0]
+
+
+def test_an_input_written_otherwise_than_eager_writes_it_is_a_difference():
+    """A graph that writes an input in place otherwise than eager does differs from eager, by
+    that input."""
+    eager = Calls(lambda x: x.mul_(2).sum())
+    report = bench.compare_outputs(eager, lambda x: x.mul_(3).sum() - 2, (torch.ones(2),))
+    assert report.splitlines()[0].startswith("input [0]: 2 of 2 elements differ")
+
+
+def test_both_sides_of_a_comparison_draw_the_same_random_numbers():
+    """Graph mode and eager start from one random number generator's state: a model that draws
+    random numbers matches itself."""
+    noisy = Calls(lambda x: x + torch.randn_like(x))
+    assert bench.compare_outputs(noisy, noisy, (torch.ones(4),)) is None

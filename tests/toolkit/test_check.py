@@ -286,6 +286,48 @@ def test_a_differing_output_names_the_leaf_and_the_numbers(capsys, project):
     assert {mismatch["rtol"], mismatch["atol"]} == set(tolerances(torch.float32).values())
 
 
+class DoublesItsInput(nn.Module):
+    """Writes its input in place before using it; under compile, when `off`, writes it otherwise."""
+
+    def __init__(self, off: bool = False) -> None:
+        super().__init__()
+        self.off = off
+
+    def forward(self, x):
+        x.mul_(3 if self.off and torch.compiler.is_compiling() else 2)
+        return x + 1
+
+
+def test_a_model_that_writes_its_input_in_place_is_ready(capsys, project):
+    """A forward that writes its input in place: every run, eager's and each rung's, starts from
+    its own copy of the inputs, so each matches eager: exit 0."""
+    code, result = run_check(capsys, project, DoublesItsInput, torch.ones(3))
+    assert (code, result["summary"], result["findings"]) == (0, READY, [])
+
+
+def test_an_input_a_graph_writes_otherwise_than_eager_is_named(capsys, project):
+    """A graph that writes an input in place otherwise than eager does: the input is named beside
+    the output, exit 1."""
+    code, result = run_check(capsys, project, lambda: DoublesItsInput(off=True), torch.ones(3))
+    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager differs from eager"]
+    assert code == 1
+    assert [mismatch["path"] for mismatch in found["mismatches"]] == ["output", "input [0]"]
+
+
+class Noisy(nn.Module):
+    """Adds noise it draws in forward, as a dropout left in training mode would."""
+
+    def forward(self, x):
+        return x + torch.randn_like(x)
+
+
+def test_a_model_that_draws_random_numbers_is_ready(capsys, project):
+    """A forward that draws random numbers: every rung starts from the random number generator's
+    state eager started from, so it draws eager's numbers and matches: exit 0."""
+    code, result = run_check(capsys, project, Noisy, torch.ones(3))
+    assert (code, result["summary"], result["findings"]) == (0, READY, [])
+
+
 def test_a_differing_output_is_one_finding_with_the_hint(capsys, project):
     """The finding for a rung that differs in one leaf: the leaf and its numbers, nothing after
     them, and the hint to set TOLERANCES or to read the ladder."""

@@ -63,7 +63,7 @@ from torch._dynamo.utils import counters
 from ..model import build_model, example_inputs
 from . import project
 from .backend import BACKEND_ENV, Backend, select_backend
-from .contract import ContractError, clone, describe_tree, mismatches, to_device
+from .contract import ContractError, clone, describe_tree, input_mismatches, mismatches, to_device
 from .rehearsal import built, rehearse
 from .report import synchronize
 from .state import restore, save, state_mismatches
@@ -258,13 +258,17 @@ def compare_outputs(
     """None if graph mode computes what eager computes on this input and leaves the model's state
     (a KV cache) as eager leaves it, else why not. Both start from the state the model holds now,
     and it holds that state again afterwards, for the timed calls."""
-    start = save(eager)
+    start, rng = save(eager), torch.get_rng_state()
+    # Each side on its own copy of the inputs, which forward may write in place, and from the
+    # same random number generator's state, as forward may draw random numbers.
+    given, eager_given = clone(dummy_input), clone(dummy_input)
     # This graph call is a replay, like every timed one. clone(): the next replay of a captured
     # graph overwrites its output in place.
-    output = clone(graph(*dummy_input))
+    output = clone(graph(*given))
     graph_state = save(eager)
     restore(eager, start)
-    expected = eager(*dummy_input)
+    torch.set_rng_state(rng)
+    expected = eager(*eager_given)
     if project.DECODE:
         from .decode import logits_of
 
@@ -273,6 +277,7 @@ def compare_outputs(
     eager_state = save(eager)
     restore(eager, start)
     found = mismatches(output, expected) + state_mismatches(graph_state, eager_state)
+    found += input_mismatches(given, eager_given)
     return "\n".join(map(str, found)) or None
 
 

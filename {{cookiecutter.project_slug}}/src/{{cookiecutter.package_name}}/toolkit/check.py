@@ -57,6 +57,7 @@ from .contract import (
     clone,
     constant_inputs,
     constant_note,
+    input_mismatches,
     mismatches,
     non_tensor_leaves,
     to_device,
@@ -194,7 +195,8 @@ def graph_breaks(model: torch.nn.Module, inputs: tuple[Any, ...]) -> list[Findin
     torch._dynamo.reset()
     # fullgraph=True captures .item() as a graph value: explain() should count it as fullgraph does.
     with torch._dynamo.config.patch(capture_scalar_outputs=True), torch.no_grad():
-        explanation = torch._dynamo.explain(model)(*inputs)
+        # On a copy: forward may write its inputs in place, and the rungs start from them.
+        explanation = torch._dynamo.explain(model)(*clone(inputs))
     findings = []
     for reason in explanation.break_reasons:
         text = reason.reason.strip()
@@ -246,11 +248,15 @@ def mre_rung(
 
 @dataclass
 class Eager:
-    """The reference: the state eager started from, its output, and the state it left."""
+    """The reference: the state eager started from, its output, the state it left, its copy of
+    the inputs as the call left them (forward may write one in place), and the random number
+    generator's state it started from (forward may draw random numbers)."""
 
     start: State
     output: Any
     end: State
+    inputs: tuple[Any, ...]
+    rng: torch.Tensor
 
 
 def run_rung(
@@ -268,19 +274,23 @@ def run_rung(
     compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=False, options=options)
     try:
         with torch.no_grad():
-            # From the state the eager reference started from, not from what the last run left.
+            # From the state the eager reference started from, not from what the last run left:
+            # its state, a fresh copy of its inputs, its random number generator's state.
             restore(model, expected.start)
-            output = clone(compiled(*inputs))
+            given = clone(inputs)
+            torch.set_rng_state(expected.rng)
+            output = clone(compiled(*given))
             end = save(model)
             graphs = counters["stats"]["unique_graphs"]
-            compiled(*again)
+            compiled(*clone(again))
             recompiled = counters["stats"]["unique_graphs"] - graphs
     except Exception as error:  # noqa: BLE001  (any failure is this rung's answer)
         text = str(error)
         finding = Finding(f"{name} fails", first_line(error), error_frame(error), hint_for(text))
         return Rung(name, "fail", first_line(error)), [finding]
     findings = []
-    if differ := mismatches(output, expected.output) + state_mismatches(end, expected.end):
+    differ = mismatches(output, expected.output) + state_mismatches(end, expected.end)
+    if differ := differ + input_mismatches(given, expected.inputs):
         findings.append(differs(name, differ))
     if recompiled:
         hint = "keep forward() free of values read from tensors"
@@ -373,9 +383,9 @@ def check(ranks: Ranks | None = None) -> Result:
             # New data of the same shapes, as the next inference step would bring.
             torch.manual_seed(1)
             again = to_device(example_inputs(), device)
-        start = save(model)
+        start, rng, given = save(model), torch.get_rng_state(), clone(inputs)
         with torch.no_grad(), watching(model, DECODE_STEP if project.DECODE else FIRST_CALL):
-            expected = Eager(start, clone(model(*inputs)), save(model))
+            expected = Eager(start, clone(model(*given)), save(model), given, rng)
     except StateOutOfSight as error:
         found = Finding(
             "state the tools cannot save", "\n            ".join(error.found), hint=error.fix

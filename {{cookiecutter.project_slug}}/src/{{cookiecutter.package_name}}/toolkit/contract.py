@@ -253,6 +253,16 @@ def mismatches(actual: Any, expected: Any, **override: float) -> list[Mismatch]:
     return found
 
 
+def input_mismatches(actual: tuple[Any, ...], expected: tuple[Any, ...]) -> list[Mismatch]:
+    """Every input tensor that graph mode's call left other than eager's call left its copy of
+    it: forward may write an input in place (`x.mul_(2)`), and a graph must write it alike."""
+    found = []
+    for (path, got), (_, want) in zip(*map(leaves, (actual, expected)), strict=True):
+        if isinstance(want, torch.Tensor) and (mismatch := leaf_mismatch(f"input {path}", got, want, {})):
+            found.append(mismatch)
+    return found
+
+
 def assert_same(actual: Any, expected: Any, **override: float) -> None:
     """Raise AssertionError unless both pytrees have one structure and close leaves, each within
     the tolerance of its dtype (tolerances()); an rtol or atol given here applies to every leaf."""
