@@ -258,7 +258,9 @@ def input_mismatches(actual: tuple[Any, ...], expected: tuple[Any, ...]) -> list
     it: forward may write an input in place (`x.mul_(2)`), and a graph must write it alike."""
     found = []
     for (path, got), (_, want) in zip(*map(leaves, (actual, expected)), strict=True):
-        if isinstance(want, torch.Tensor) and (mismatch := leaf_mismatch(f"input {path}", got, want, {})):
+        if isinstance(want, torch.Tensor) and (
+            mismatch := leaf_mismatch(f"input {path}", got, want, {})
+        ):
             found.append(mismatch)
     return found
 

@@ -198,7 +198,10 @@ def same_tensor(before: torch.Tensor, after: torch.Tensor) -> bool:
     if before.shape != after.shape or before.dtype != after.dtype:
         return False
     if before.is_floating_point() or before.is_complex():
-        return bool(torch.equal(before.isnan(), after.isnan()) and torch.equal(before.nan_to_num(), after.nan_to_num()))
+        return bool(
+            torch.equal(before.isnan(), after.isnan())
+            and torch.equal(before.nan_to_num(), after.nan_to_num())
+        )
     return torch.equal(before, after)
 
 
