@@ -193,8 +193,8 @@ MUTATIONS = (
     Mutation(
         "check compares with assert_close's float32 defaults",
         f"{TOOLKIT}/check.py",
-        "    if differ := mismatches(output, expected.output) + state_mismatches(end, expected.end):",
-        "    if differ := mismatches(output, expected.output, rtol=1.3e-6, atol=1e-5):",
+        "    differ = mismatches(output, expected.output) + state_mismatches(end, expected.end)",
+        "    differ = mismatches(output, expected.output, rtol=1.3e-6, atol=1e-5)",
         "tests/toolkit/test_check.py -k tolerance",
         None,
     ),
@@ -1837,8 +1837,8 @@ MUTATIONS = (
     Mutation(
         "the output comparison keeps the first leaf that differs",
         f"{TOOLKIT}/contract.py",
-        "            found.append(mismatch)\n    return found\n",
-        "            found.append(mismatch)\n    return found[:1]\n",
+        '"output", got, want, override):\n            found.append(mismatch)\n    return found\n',
+        '"output", got, want, override):\n            found.append(mismatch)\n    return found[:1]\n',
         "tests/toolkit/test_check.py -k every_differing_leaf",
     ),
     Mutation(
