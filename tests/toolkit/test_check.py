@@ -527,6 +527,25 @@ def test_a_decode_model_that_fails_at_prefill_is_named_as_built(capsys, monkeypa
     assert report[-1] == "the model does not run eagerly: fix that first"
 
 
+@pytest.mark.parametrize(
+    ("sizes", "told"),
+    [
+        ((4, 2), "CAPTURE_SIZES = (4, 2) must be positive and strictly increasing"),
+        (None, "CAPTURE_SIZES must be a tuple of ints, got None"),
+    ],
+)
+def test_decode_settings_that_generate_refuses_are_refused_before_anything_runs(
+    capsys, monkeypatch, sizes, told
+):
+    """CAPTURE_SIZES that generate, bench and the tests refuse: check refuses them too, naming the
+    rule, before the model runs: exit 2, never "ready"."""
+    monkeypatch.setattr(decode_model, "CAPTURE_SIZES", sizes)
+    assert decode_check.main([]) == 2
+    report = capsys.readouterr().out.splitlines()
+    assert report[1].startswith(f"problem     decode settings: {told}")
+    assert report[-1] == "model.py's decode settings are wrong: fix them first"
+
+
 def test_a_model_that_does_not_build_is_named_so(capsys, project):
     """build_model() raising: the report says the model did not build, and where: exit 2."""
 

@@ -368,6 +368,15 @@ def check(ranks: Ranks | None = None) -> Result:
         found = Finding("build fails", first_line(error), error_frame(error), hint_for(str(error)))
         return refused(result, found, "the model does not build: fix that first")
     result.model = type(model).__name__
+    if project.DECODE:
+        from .contract import ContractError
+        from .decode import limits
+
+        try:
+            limits()  # the MRE runs without them; generate, bench and the tests refuse to
+        except ContractError as error:
+            found = Finding("decode settings", str(error), hint="README, section 'Generation'")
+            return refused(result, found, "model.py's decode settings are wrong: fix them first")
     try:
         # Each eager call watched: a tensor it makes or a number it changes out of the state's
         # sight would make every rung start from another state than eager's.
