@@ -543,7 +543,22 @@ def test_decode_settings_that_generate_refuses_are_refused_before_anything_runs(
     assert decode_check.main([]) == 2
     report = capsys.readouterr().out.splitlines()
     assert report[1].startswith(f"problem     decode settings: {told}")
-    assert report[-1] == "model.py's decode settings are wrong: fix them first"
+    assert report[-1] == "model.py's settings are wrong: fix them first"
+
+
+def test_tolerances_that_break_the_contract_are_refused_in_one_finding(capsys, project):
+    """A TOLERANCES entry with a misspelt key: exit 2, one finding quoting the rule, and no
+    traceback from the comparison that would have read it."""
+    project.use(lambda: nn.Linear(3, 3), torch.ones(2, 3))
+    tolerances = {torch.float32: {"rtol": 1e-3, "atl": 1e-4}}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(project.model, "TOLERANCES", tolerances, raising=False)
+        code = project.check.main(["--json"])
+    result = json.loads(capsys.readouterr().out)
+    (found,) = result["findings"]
+    assert (code, result["rungs"], found["what"]) == (2, [], "TOLERANCES")
+    assert found["reason"].startswith("TOLERANCES[torch.float32] must be a dict with rtol and/or atol")
+    assert result["summary"] == "model.py's settings are wrong: fix them first"
 
 
 def test_a_model_that_does_not_build_is_named_so(capsys, project):

@@ -349,6 +349,26 @@ def constants_baked_in(inputs: tuple[Any, ...]) -> list[Finding]:
     return findings
 
 
+def settings_problem() -> Finding | None:
+    """What is wrong with the settings model.py declares beside the model, which the MRE runs
+    without and the tools refuse: TOLERANCES, and a decode project's MAX_BATCH, MAX_SEQ_LEN and
+    CAPTURE_SIZES. None if nothing."""
+    from .contract import ContractError, own_tolerances
+
+    try:
+        own_tolerances()
+    except ContractError as error:
+        return Finding("TOLERANCES", str(error), hint="README, section 'Tolerances'")
+    if project.DECODE:
+        from .decode import limits
+
+        try:
+            limits()
+        except ContractError as error:
+            return Finding("decode settings", str(error), hint="README, section 'Generation'")
+    return None
+
+
 def check(ranks: Ranks | None = None) -> Result:
     """Run every check on the model of model.py, sharded over `ranks` if given (with tensor
     parallelism); the result holds the verdict."""
@@ -368,15 +388,8 @@ def check(ranks: Ranks | None = None) -> Result:
         found = Finding("build fails", first_line(error), error_frame(error), hint_for(str(error)))
         return refused(result, found, "the model does not build: fix that first")
     result.model = type(model).__name__
-    if project.DECODE:
-        from .contract import ContractError
-        from .decode import limits
-
-        try:
-            limits()  # the MRE runs without them; generate, bench and the tests refuse to
-        except ContractError as error:
-            found = Finding("decode settings", str(error), hint="README, section 'Generation'")
-            return refused(result, found, "model.py's decode settings are wrong: fix them first")
+    if found := settings_problem():
+        return refused(result, found, "model.py's settings are wrong: fix them first")
     try:
         # Each eager call watched: a tensor it makes or a number it changes out of the state's
         # sight would make every rung start from another state than eager's.
