@@ -947,8 +947,8 @@ MUTATIONS = (
     Mutation(
         "check names the model only once its eager run worked",
         f"{TOOLKIT}/check.py",
-        "    result.model = type(model).__name__\n    try:\n",
-        "    try:\n",
+        "    result.model = type(model).__name__\n    if found := settings_problem():\n",
+        "    if found := settings_problem():\n",
         "tests/toolkit/test_check.py -k fails_at_prefill",
         None,
     ),
