@@ -628,7 +628,16 @@ def test_a_terminal_sees_each_stage_on_the_status_line(project, monkeypatch):
 def test_unknown_backend_exits_2(capsys):
     """A backend torch.compile does not know stops bench before it builds anything."""
     assert bench.main([*FAST, "--backend", "no_such_backend"]) == 2
-    assert "no_such_backend" in capsys.readouterr().err
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("bench: --backend='no_such_backend' is not a torch.compile backend; use one of")
+
+
+def test_npugraph_ex_asked_for_off_an_npu_names_the_option_and_the_fix(capsys):
+    """--backend npugraph_ex where no NPU can run it: exit 2, naming --backend, why, and the fix."""
+    assert bench.main([*FAST, "--backend", "npugraph_ex"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("bench: --backend=npugraph_ex needs a usable NPU, but ")
+    assert line.endswith("; leave out --backend")
 
 
 def plus_one(tensor: torch.Tensor) -> torch.Tensor:

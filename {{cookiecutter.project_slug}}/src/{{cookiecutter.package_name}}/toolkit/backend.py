@@ -195,15 +195,15 @@ def select_backend() -> Backend:
     return Backend(STAND_IN, device, f"no usable NPU ({why}); {STAND_IN} stands in for npugraph_ex")
 
 
-def check_forced(name: str, npu_ok: bool, why: str) -> str:
-    """Return a forced backend name, or raise with the value and the fix."""
+def check_forced(name: str, npu_ok: bool, why: str, given: str = BACKEND_ENV) -> str:
+    """Return a forced backend name, or raise with the value and the fix. `given` names where the
+    user set it: $NPUGRAPH_BACKEND, or a tool's --backend."""
     if name == "npugraph_ex" and not npu_ok:
-        raise RuntimeError(
-            f"{BACKEND_ENV}=npugraph_ex needs a usable NPU, but {why}; unset {BACKEND_ENV}"
-        )
+        fix = f"unset {BACKEND_ENV}" if given == BACKEND_ENV else f"leave out {given}"
+        raise RuntimeError(f"{given}=npugraph_ex needs a usable NPU, but {why}; {fix}")
     known = torch._dynamo.list_backends(exclude_tags=())
     if name not in known and name != "npugraph_ex":
         raise ValueError(
-            f"{BACKEND_ENV}={name!r} is not a torch.compile backend; use one of {', '.join(known)}"
+            f"{given}={name!r} is not a torch.compile backend; use one of {', '.join(known)}"
         )
     return name

@@ -62,7 +62,7 @@ from torch._dynamo.utils import counters
 
 from ..model import build_model, example_inputs
 from . import project
-from .backend import BACKEND_ENV, Backend, select_backend
+from .backend import BACKEND_ENV, Backend, check_forced, npu_status, select_backend
 from .contract import ContractError, clone, describe_tree, input_mismatches, mismatches, to_device
 from .rehearsal import built, rehearse
 from .report import synchronize
@@ -785,11 +785,12 @@ def benchmark(
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Run the benchmark and print the result; return the exit status."""
     args = parse_args(argv, prog)
-    if args.backend:
-        # Before anything is built: select_backend() reads it, and so does cache_compile in
-        # cache_compile mode (CachedModel).
-        os.environ[BACKEND_ENV] = args.backend
     try:
+        if args.backend:
+            check_forced(args.backend, *npu_status(), given="--backend")
+            # Before anything is built: select_backend() reads it, and so does cache_compile in
+            # cache_compile mode (CachedModel).
+            os.environ[BACKEND_ENV] = args.backend
         backend = select_backend()
     except (RuntimeError, ValueError) as error:
         print(f"bench: {error}", file=sys.stderr)
