@@ -143,16 +143,12 @@ def test_a_number_a_call_advances_is_refused_naming_it(monkeypatch, tool, projec
     ]
 
 
-class CountsInAPlainTensor(nn.Module):
+class CountsInAPlainTensor(CountsCalls):
     """Counts its calls in a tensor held in a plain attribute: neither a buffer nor marked."""
 
     def __init__(self) -> None:
         super().__init__()
         self.calls = torch.zeros(())
-
-    def forward(self, x, *positions):
-        self.calls += 1
-        return logits(x) * self.calls
 
 
 @pytest.mark.parametrize(("tool", "project"), TOOLS)

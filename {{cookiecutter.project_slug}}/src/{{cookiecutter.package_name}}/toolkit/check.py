@@ -53,6 +53,7 @@ from .backend import (
     select_backend,
 )
 from .contract import (
+    ContractError,
     Mismatch,
     clone,
     constant_inputs,
@@ -60,6 +61,7 @@ from .contract import (
     input_mismatches,
     mismatches,
     non_tensor_leaves,
+    own_tolerances,
     to_device,
 )
 from .state import (
@@ -353,8 +355,6 @@ def settings_problem() -> Finding | None:
     """What is wrong with the settings model.py declares beside the model, which the MRE runs
     without and the tools refuse: TOLERANCES, and a decode project's MAX_BATCH, MAX_SEQ_LEN and
     CAPTURE_SIZES. None if nothing."""
-    from .contract import ContractError, own_tolerances
-
     try:
         own_tolerances()
     except ContractError as error:

@@ -217,7 +217,7 @@ def owner(path: str) -> str:
 
 
 def out_of_sight(
-    before: Sighting, after: Sighting, when: str, unkept_before: State | None = None
+    before: Sighting, after: Sighting, when: str, unkept_before: State
 ) -> StateOutOfSight | None:
     """What a call did out of save()'s sight, from what the model held `before` and `after` it:
     each tensor that appeared (at a path that held no tensor, and not one held elsewhere before:
@@ -250,7 +250,7 @@ def out_of_sight(
             changes.setdefault((repr(old), repr(value)), []).append(path)
     changed_tensors = [
         path
-        for path, copy in (unkept_before or {}).items()
+        for path, copy in unkept_before.items()
         if isinstance(after.get(path), torch.Tensor) and not same_tensor(copy, after[path])
     ]
     found, fixes = [], []
@@ -275,8 +275,9 @@ def out_of_sight(
 
 @contextmanager
 def watching(model: nn.Module, when: str) -> Iterator[None]:
-    """Raise StateOutOfSight if the block (a call of the model) makes a tensor, or sets or changes
-    a number, that the model holds outside what save() keeps; `when` says which call it was."""
+    """Raise StateOutOfSight if the block (a call of the model) makes a tensor, sets or changes a
+    number, or changes a tensor in a plain attribute, that the model holds outside what save()
+    keeps; `when` says which call it was."""
     before, copies = sighting(model), unkept(model)
     yield
     if refusal := out_of_sight(before, sighting(model), when, copies):
