@@ -608,6 +608,27 @@ class PrintsMidway(nn.Module):
         return doubled + 1
 
 
+class SlicesAtAValue(nn.Module):
+    """Attends over a mask sliced at a position taken from a tensor's value, as a decode step
+    might slice its causal mask at int(input_pos[0])."""
+
+    def forward(self, mask, input_pos):
+        start = int(input_pos[0])
+        query, keys = torch.ones(1, 1, 1, 4), torch.ones(1, 1, 4, 4)
+        window = mask[None, None, :1, start : start + 4]
+        return nn.functional.scaled_dot_product_attention(query, keys, keys, attn_mask=window)  # sliced here
+
+
+def test_a_slice_at_a_tensors_value_gets_the_hint_to_index_with_the_tensor(capsys, project):
+    """A Python number taken from a tensor's value, then used as a slice bound: the failing rung
+    says to keep it a tensor and index with it."""
+    code, result = run_check(capsys, project, SlicesAtAValue, torch.ones(2, 8), torch.tensor([0]))
+    (failed,) = [f for f in result["findings"] if f["what"] == "aot_eager fails"]
+    assert code == 1
+    assert failed["where"].startswith(f"{__file__}:{line_of('sliced here')}")
+    assert failed["hint"].startswith("a Python number taken from a tensor's value")
+
+
 def test_a_graph_break_is_named_by_its_first_line(capsys, project):
     """A break inside forward is listed as a graph break at its line, with the first line of
     Dynamo's reason, as the failing rung names it."""

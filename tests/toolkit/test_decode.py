@@ -104,13 +104,26 @@ def declare(monkeypatch):
         ),
         pytest.param(
             {"MAX_SEQ_LEN": MISSING},
-            "model.py must set MAX_SEQ_LEN to a positive int, got None",
+            "model.py sets no MAX_SEQ_LEN: set MAX_SEQ_LEN to a positive int, the cache's "
+            "positions (a prompt and its new tokens)",
             id="no MAX_SEQ_LEN",
         ),
         pytest.param(
-            {"CAPTURE_SIZES": MISSING},
+            {"MAX_SEQ_LEN": None},
+            "model.py must set MAX_SEQ_LEN to a positive int, got None",
+            id="a MAX_SEQ_LEN of None",
+        ),
+        pytest.param(
+            {"MAX_BATCH": MISSING, "CAPTURE_SIZES": MISSING},
+            "model.py sets no MAX_BATCH, CAPTURE_SIZES: set MAX_BATCH to a positive int, the "
+            "cache's rows (the most sequences at once); set CAPTURE_SIZES to the batch sizes to "
+            "capture a decode step for, e.g. (1, 2, 4)",
+            id="neither MAX_BATCH nor CAPTURE_SIZES",
+        ),
+        pytest.param(
+            {"CAPTURE_SIZES": None},
             f"CAPTURE_SIZES must be a tuple of ints, got None; {EXAMPLE}",
-            id="no CAPTURE_SIZES",
+            id="CAPTURE_SIZES of None",
         ),
         pytest.param(
             {"CAPTURE_SIZES": [1, 2]},

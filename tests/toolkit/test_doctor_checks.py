@@ -734,13 +734,18 @@ def test_a_crashing_check_becomes_a_fail_line_named_after_it(monkeypatch):
     ]
 
 
+RUNS_EAGERLY = "your model runs eagerly: `python -m forward_project check` says if graph mode runs it"
+"""What the verdict adds unless a check blocks: the doctor runs the model eagerly, never compiled."""
+FALLBACK = f"graph mode falls back to a stand-in here (see WARN and FAIL above), and {RUNS_EAGERLY}"
+
+
 def test_graph_mode_is_exit_0_whatever_warnings_remain():
     """mre-backend OK (npugraph_ex chosen) and nothing blocking: exit 0, whatever WARNs remain."""
     checks = [
         Check("versions", "WARN", "an untested pair"),
         Check("mre-backend", "OK", "npugraph_ex: Ascend910B2 captures aclgraphs"),
     ]
-    assert doctor.verdict(checks) == (0, "the MRE runs in graph mode (npugraph_ex) here")
+    assert doctor.verdict(checks) == (0, f"graph mode (npugraph_ex) can run here, and {RUNS_EAGERLY}")
 
 
 def test_a_blocking_failure_wins_over_graph_mode():
@@ -765,7 +770,7 @@ def test_every_blocking_failure_is_named_in_the_verdict():
 def test_the_fallback_verdict_points_at_the_lines_above():
     """No blocking FAIL and no graph-mode backend: exit 1, pointing at the WARN and FAIL lines,
     a FAIL that does not block aside."""
-    summary = "the MRE runs here, but falls back to a stand-in: see WARN and FAIL above"
+    summary = FALLBACK
     fallback = Check("mre-backend", "WARN", "aot_eager: no NPU")
     assert doctor.verdict([fallback]) == (1, summary)
     assert doctor.verdict([Check("python", "OK", "3.11")]) == (1, summary)
@@ -812,7 +817,7 @@ def test_the_doctor_prints_its_report_and_exits_with_the_verdict(capsys, two_che
         "WARN  mre-backend  aot_eager: no NPU\n"
         "                   fix: run on an NPU\n"
         "\n"
-        "the MRE runs here, but falls back to a stand-in: see WARN and FAIL above\n"
+        f"{FALLBACK}\n"
     )
 
 
@@ -823,7 +828,7 @@ def test_json_is_one_indented_object_with_verdict_summary_and_checks(capsys, two
     output = capsys.readouterr().out
     assert json.loads(output) == {
         "verdict": 1,
-        "summary": "the MRE runs here, but falls back to a stand-in: see WARN and FAIL above",
+        "summary": FALLBACK,
         "checks": [
             {"name": "python", "status": "OK", "detail": "3.11", "fix": "", "blocking": False},
             {

@@ -191,8 +191,70 @@ def test_the_compared_runs_are_greedy_whatever_the_loops_own_sampler(built):
         return generate.generate(step, model, prompt, new_tokens, sample=sample)
 
     result = generation.run(2, None, loop=loop, sample=least_likely)
-    assert samplers == [least_likely, generation.greedy, generation.greedy]
+    # The loop's own sampler is handed over checked (generation.checked), as itself underneath.
+    unwrapped = [getattr(sampler, "__wrapped__", sampler) for sampler in samplers]
+    assert unwrapped == [least_likely, generation.greedy, generation.greedy]
     assert result["matches_eager"] is True
+
+
+BATCH = model.PROMPT_SHAPE[0]
+
+
+@pytest.mark.parametrize(
+    ("sample", "gave"),
+    [
+        (lambda logits: logits[:, -1].argmax(-1), f"({BATCH},) int64 on cpu"),
+        (lambda logits: logits[:, -1:].argmax(-1).float(), f"({BATCH}, 1) float32 on cpu"),
+        (lambda logits: logits[:, -2:].argmax(-1), f"({BATCH}, 2) int64 on cpu"),
+        (lambda logits: [[0]] * len(logits), f"list {[[0]] * BATCH}"),
+    ],
+    ids=["no token dimension", "floats", "two tokens", "a list"],
+)
+@pytest.mark.parametrize("built", ["decode_project"], indirect=True)
+def test_a_sampler_that_gives_no_token_per_sequence_is_refused_naming_what_it_gave(
+    built, monkeypatch, sample, gave
+):
+    """A sample() in generate.py that gives anything but one integer id per sequence: exit 2, one
+    line naming what it gave and the shape it must give, before the model runs on it."""
+    monkeypatch.setattr(generate, "sample", sample)
+    code, printed, told = generate_command(built, *FEW)
+    assert (code, printed) == (2, "")
+    assert told == (
+        "generate: sample() must return the next token of each sequence, an integer tensor "
+        f"({BATCH}, 1) (batch, 1), got {gave}; e.g. `logits[:, -1:].argmax(-1)` or "
+        "`torch.multinomial(probabilities, 1)`\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("returned", "gave"),
+    [
+        (lambda tokens: tokens.flip(1), f"({BATCH}, {{length}}) int64 on cpu"),
+        (lambda tokens: tokens[:, 1:], f"({BATCH}, {{shorter}}) int64 on cpu"),
+        (lambda tokens: tokens[0], "({length},) int64 on cpu"),
+        (lambda tokens: tokens.tolist(), "list [["),
+    ],
+    ids=["not the prompt first", "without the whole prompt", "one sequence", "a list"],
+)
+@pytest.mark.parametrize("built", ["decode_project"], indirect=True)
+def test_a_loop_that_returns_no_prompt_and_its_tokens_is_refused_naming_what_it_gave(
+    built, monkeypatch, returned, gave
+):
+    """A generate() in generate.py whose result is not the prompt's rows followed by their new
+    tokens: exit 2, one line naming what it gave and what it must give."""
+    loop = generate.generate
+    monkeypatch.setattr(
+        generate, "generate", lambda *arguments, **keywords: returned(loop(*arguments, **keywords))
+    )
+    code, printed, told = generate_command(built, *FEW)
+    prompt = model.PROMPT_SHAPE[1]
+    length = prompt + int(FEW[1])
+    assert (code, printed) == (2, "")
+    assert told.startswith(
+        f"generate: generate() must return the prompt followed by its new tokens: (batch, length) "
+        f"= ({BATCH}, {prompt} or more), its first {prompt} tokens the prompt's; got "
+        + gave.format(length=length, shorter=length - 1)
+    )
 
 
 @pytest.mark.parametrize("built", ["decode_project"], indirect=True)

@@ -105,6 +105,38 @@ def test_a_model_that_does_not_build_is_refused_in_one_line(monkeypatch, tool, p
     ]
 
 
+class BreaksTheGraph(nn.Module):
+    """Runs eagerly, but branches on a tensor's value: a graph break under fullgraph=True."""
+
+    def forward(self, x, *positions):
+        if x.sum() > 1e9:  # every tool must name this graph break
+            x = x * 2
+        return logits(x)
+
+
+@pytest.mark.parametrize(
+    ("tool", "project"),
+    [*TOOLS, ("bench", "parallel_project"), ("generate", "decode_parallel_project")],
+)
+def test_a_graph_break_fails_in_one_line_naming_the_users_line_and_the_fix(monkeypatch, tool, project):
+    """A model that runs eagerly but breaks the graph: exit 1, one line with Dynamo's reason, the
+    user's line, the fix check gives for it and the command that lists every break."""
+    if "parallel" in project:
+        # One rank, in this process: nothing of the model to split.
+        monkeypatch.setattr(module(project, "model"), "parallel_plan", lambda size: {})
+    code, told = run_tool(monkeypatch, tool, project, BreaksTheGraph)
+    assert code == 1
+    assert told.splitlines() == [
+        (
+            f"{tool}: graph mode fails on the model that runs eagerly: Unsupported: Data-dependent "
+            f"branching; at {__file__}:{line_of('every tool must name this graph break')} "
+            "(forward); a Python `if` or `while` on a tensor value: compute both sides and pick "
+            "with torch.where, use torch.cond, or decide on shapes and settings instead of values; "
+            f"`python -m {project} check` lists every graph break"
+        )
+    ]
+
+
 def logits(tokens: torch.Tensor) -> torch.Tensor:
     """Logits (batch, n, VOCAB) for tokens (batch, n) of a decode project, or the input itself."""
     if tokens.dtype.is_floating_point:

@@ -9,6 +9,11 @@ from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, npu_sta
 
 ON_YOUR_MODEL = {"model", "decode", "mre-import", "plan"}
 """The doctor's lines on model.py; the others are on this machine."""
+RUNS_EAGERLY = (
+    "your model runs eagerly: `python -m {{ cookiecutter.package_name }} check` says if graph mode "
+    "runs it"
+)
+"""How every verdict but exit 2 ends: the doctor runs your model eagerly, never compiled."""
 
 
 def test_the_doctor_finds_nothing_wrong_with_your_model(capsys, monkeypatch):
@@ -27,7 +32,8 @@ def test_the_doctor_finds_nothing_wrong_with_your_model(capsys, monkeypatch):
         lines = [f"FAIL {c['name']}: {c['detail']}\n  fix: {c['fix']}" for c in failed]
         pytest.fail("the doctor on your model:\n" + "\n".join(lines), pytrace=False)
     if npu_status()[0]:
-        assert (code, report["summary"]) == (0, "the MRE runs in graph mode (npugraph_ex) here")
+        assert (code, report["summary"]) == (0, f"graph mode (npugraph_ex) can run here, and {RUNS_EAGERLY}")
     else:
         assert code == 1, report
-        assert report["summary"].startswith("the MRE runs here, but falls back to a stand-in")
+        assert report["summary"].startswith("graph mode falls back to a stand-in here")
+        assert report["summary"].endswith(RUNS_EAGERLY)

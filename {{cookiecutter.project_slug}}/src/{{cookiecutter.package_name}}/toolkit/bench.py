@@ -37,7 +37,8 @@ With tensor parallelism, every rank times its own calls in lockstep. Rank 0 alon
 figures of the slowest rank (the highest graph p50, in a decode project summed over the capture
 sizes: a step is as slow as its slowest rank), and which rank that was.
 
-Exit status: 0 after a run, 1 if graph mode and eager disagree (nothing is timed), 2 if the
+Exit status: 0 after a run, 1 if graph mode and eager disagree or graph mode fails (a graph break:
+one line with your line and the fix; nothing is timed), 2 if the
 backend cannot run here or model.py breaks its contract: the model fails eagerly, or keeps state
 that the tools cannot save and put back (rehearsal.py). With tensor parallelism every rank exits
 with the same status.
@@ -64,7 +65,7 @@ from ..model import build_model, example_inputs
 from . import project
 from .backend import BACKEND_ENV, Backend, check_forced, npu_status, select_backend
 from .contract import ContractError, clone, describe_tree, input_mismatches, mismatches, to_device
-from .rehearsal import built, rehearse
+from .rehearsal import GraphFailure, built, graph_failures, rehearse
 from .report import synchronize
 from .state import restore, save, state_mismatches
 
@@ -801,13 +802,14 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         group = None if ranks is None else group_of(ranks)
         progress = Progress(quiet=not first)
         try:
-            outcome = benchmark(backend, args, progress, ranks)
-        except ContractError as error:
-            # Every rank reads the same model.py: each refuses it alike.
+            with graph_failures():
+                outcome = benchmark(backend, args, progress, ranks)
+        except (ContractError, GraphFailure) as error:
+            # Every rank reads the same model.py: each refuses it, or fails on it, alike.
             progress.clear()
             if first:
                 print(f"bench: {error}", file=sys.stderr)
-            return 2
+            return 1 if isinstance(error, GraphFailure) else 2
         finally:
             progress.clear()
     if not outcome.matched:

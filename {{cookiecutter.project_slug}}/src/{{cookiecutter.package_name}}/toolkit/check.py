@@ -95,6 +95,14 @@ HINTS: tuple[tuple[str, str], ...] = (
         ),
     ),
     (
+        r"guard on data-dependent expression",
+        (
+            "a Python number taken from a tensor's value (int(t[0]), a slice bound, a size): "
+            "keep it a tensor and index with it (x[:, positions], torch.index_select): a new "
+            "value is then new data for the same graph"
+        ),
+    ),
+    (
         r"builtin operator `print`|\bprint\b",
         "print() inside the model breaks the graph: remove it, or print outside the model",
     ),

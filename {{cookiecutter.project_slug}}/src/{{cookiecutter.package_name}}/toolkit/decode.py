@@ -81,17 +81,30 @@ class Limits:
             )
 
 
+SETTINGS = {
+    "MAX_BATCH": "a positive int, the cache's rows (the most sequences at once)",
+    "MAX_SEQ_LEN": "a positive int, the cache's positions (a prompt and its new tokens)",
+    "CAPTURE_SIZES": "the batch sizes to capture a decode step for, e.g. (1, 2, 4)",
+}
+"""What a decode project's model.py must set, and what each is."""
+
+
 def limits() -> Limits:
     """MAX_BATCH, MAX_SEQ_LEN and CAPTURE_SIZES from model.py, or a ContractError naming the fix."""
     # Looked up at each use, so a model.py a test patches counts (as contract.own_tolerances()).
     model = importlib.import_module("..model", __package__)
+    if missing := [name for name in SETTINGS if not hasattr(model, name)]:
+        raise ContractError(
+            f"model.py sets no {', '.join(missing)}: "
+            + "; ".join(f"set {name} to {SETTINGS[name]}" for name in missing)
+        )
     values = {}
     for name in ("MAX_BATCH", "MAX_SEQ_LEN"):
-        value = getattr(model, name, None)
+        value = getattr(model, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ContractError(f"model.py must set {name} to a positive int, got {value!r}")
         values[name] = value
-    sizes = getattr(model, "CAPTURE_SIZES", None)
+    sizes = model.CAPTURE_SIZES
     example = "e.g. CAPTURE_SIZES = (1, 2, 4)"
     if not isinstance(sizes, tuple) or not sizes or not all(type(s) is int for s in sizes):
         raise ContractError(f"CAPTURE_SIZES must be a tuple of ints, got {sizes!r}; {example}")

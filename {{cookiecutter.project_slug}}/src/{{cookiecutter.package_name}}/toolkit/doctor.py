@@ -537,10 +537,13 @@ def verdict(checks: list[Check]) -> tuple[int, str]:
     """The exit code, and the sentence that explains it."""
     if failed := [check.name for check in checks if check.status == "FAIL" and check.blocking]:
         return 2, f"the MRE cannot run here: fix {', '.join(failed)} first"
+    # The doctor runs the model eagerly and never compiles it: whether it is one graph, the same
+    # as eager, is check's to say.
+    ready = f"your model runs eagerly: `python -m {project.PACKAGE} check` says if graph mode runs it"
     choice = next((check for check in checks if check.name == "mre-backend"), None)
     if choice and choice.status == "OK":
-        return 0, "the MRE runs in graph mode (npugraph_ex) here"
-    return 1, "the MRE runs here, but falls back to a stand-in: see WARN and FAIL above"
+        return 0, f"graph mode (npugraph_ex) can run here, and {ready}"
+    return 1, f"graph mode falls back to a stand-in here (see WARN and FAIL above), and {ready}"
 
 
 def render(checks: list[Check], summary: str) -> str:

@@ -20,7 +20,8 @@ With tensor parallelism it also runs on N ranks under torchrun (`torchrun --npro
 cache only those heads, and rank 0 prints. Every rank must choose the same tokens, and eager's.
 
 Exit 0: generated, and graph mode chose the tokens eager chose. 1: they differ (`python -m
-<package> check` compares one step leaf by leaf). 2: the request cannot run (a batch above the
+<package> check` compares one step leaf by leaf), or graph mode fails (a graph break: one line with
+your line and the fix). 2: the request cannot run (a batch above the
 largest capture size, a prompt plus new tokens longer than MAX_SEQ_LEN: every reason it cannot
 is a line on stderr), or the model cannot: it fails eagerly, or keeps state that the tools cannot
 save and put back (rehearsal.py).
@@ -31,6 +32,7 @@ A decode project's own: the template leaves this file out of forward projects.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -42,9 +44,9 @@ import torch
 from ..model import build_model, example_inputs
 from . import project
 from .backend import select_backend
-from .contract import ContractError, to_device
+from .contract import ContractError, describe, to_device
 from .decode import DecodeGraphs, Step, limits, logits_of
-from .rehearsal import built, rehearse
+from .rehearsal import GraphFailure, built, graph_failures, rehearse
 from .report import synchronize
 from .state import restore, save
 
@@ -64,6 +66,50 @@ DESCRIPTION = (
     "decode step per new token, checked greedily against eager."
 )
 STAND_IN_NOTE = "{backend} stands in for npugraph_ex: its tokens/s do not predict NPU speed"
+
+
+TOKEN_DTYPES = (torch.int64, torch.int32)
+"""What an embedding takes as token ids, and so what a sampler must give."""
+
+
+def checked(sample: Sample) -> Sample:
+    """`sample`, with each token it chooses checked: one id per sequence, (batch, 1), or a
+    ContractError naming what it gave, before a wrong shape reaches the model (and graph mode
+    compiles for it)."""
+
+    @functools.wraps(sample)
+    def sample_checked(logits: torch.Tensor) -> torch.Tensor:
+        token = sample(logits)
+        expected = (logits.shape[0], 1)
+        if (
+            not isinstance(token, torch.Tensor)
+            or token.dtype not in TOKEN_DTYPES
+            or token.shape != expected
+        ):
+            raise ContractError(
+                f"sample() must return the next token of each sequence, an integer tensor "
+                f"{expected} (batch, 1), got {describe(token)}; e.g. `logits[:, -1:].argmax(-1)` "
+                "or `torch.multinomial(probabilities, 1)`"
+            )
+        return token
+
+    return sample_checked
+
+
+def generated(tokens: Any, prompt: torch.Tensor) -> torch.Tensor:
+    """What the loop returned, if it is the prompt's rows followed by their new tokens: else a
+    ContractError naming what it was."""
+    if (
+        not isinstance(tokens, torch.Tensor)
+        or tokens.dim() != 2
+        or not torch.equal(tokens[:, : prompt.shape[1]], prompt)
+    ):
+        raise ContractError(
+            f"generate() must return the prompt followed by its new tokens: (batch, length) = "
+            f"({prompt.shape[0]}, {prompt.shape[1]} or more), its first {prompt.shape[1]} tokens "
+            f"the prompt's; got {describe(tokens)}"
+        )
+    return tokens
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:
@@ -168,7 +214,7 @@ def run(
         # Seeded as the MRE is, on every rank: each rank all-reduces to the same logits, so each
         # draws rank 0's tokens.
         torch.manual_seed(0)
-        tokens = loop(graphs, model, prompt, new_tokens, sample=sample)
+        tokens = generated(loop(graphs, model, prompt, new_tokens, sample=checked(sample)), prompt)
         restore(model, start)
         eager, eager_s = timed(
             lambda: loop(eager_step(model), model, prompt, new_tokens, sample=greedy),
@@ -314,21 +360,24 @@ def main(
 
         with tensor_parallel(select_backend().device) as ranks:
             try:
-                result = run(arguments.new_tokens, arguments.batch, ranks, **asked)
-            except (ValueError, ContractError) as error:
-                # Every rank refuses the same request: none waits in a collective for another.
+                with graph_failures():
+                    result = run(arguments.new_tokens, arguments.batch, ranks, **asked)
+            except (ValueError, ContractError, GraphFailure) as error:
+                # Every rank refuses the same request, or fails on the same model: none waits in
+                # a collective for another.
                 if ranks.is_first:
                     refuse(error)
-                return 2
+                return 1 if isinstance(error, GraphFailure) else 2
             result = across_ranks(ranks.gather(result), ranks)
         if not ranks.is_first:
             return 0 if result["matches_eager"] else 1
     else:
         try:
-            result = run(arguments.new_tokens, arguments.batch, **asked)
-        except (ValueError, ContractError) as error:
+            with graph_failures():
+                result = run(arguments.new_tokens, arguments.batch, **asked)
+        except (ValueError, ContractError, GraphFailure) as error:
             refuse(error)
-            return 2
+            return 1 if isinstance(error, GraphFailure) else 2
     print(json.dumps(result) if arguments.json else render(result))
     if not result["matches_eager"]:
         print(difference(result), file=sys.stderr)

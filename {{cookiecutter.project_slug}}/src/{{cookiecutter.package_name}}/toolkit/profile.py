@@ -22,7 +22,8 @@ acl_graph_* ranges, NPU), the top operators by self time, and where the trace is
 With tensor parallelism every rank writes its own trace (worker rank<RANK>); rank 0 prints the
 slowest rank's figures (the highest graph host time per step) and every rank's trace.
 
-Exit status: 0 after a run, 2 if the backend cannot run here, --out or --plot cannot be written,
+Exit status: 0 after a run, 1 if graph mode fails (a graph break: one line with your line and the
+fix), 2 if the backend cannot run here, --out or --plot cannot be written,
 --plot lacks matplotlib, or the model cannot be profiled: it fails eagerly, or keeps state that the
 tools cannot save and put back (rehearsal.py), so its graph steps would not be what one step is.
 """
@@ -50,6 +51,7 @@ from . import project
 from .backend import Backend, select_backend
 from .bench import at_least, graph_of, seeded_model
 from .contract import ContractError, describe_tree
+from .rehearsal import GraphFailure, graph_failures
 from .report import synchronize
 
 if TYPE_CHECKING:
@@ -556,12 +558,13 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         print(f"profile: {error}", file=sys.stderr)
         return 2
     try:
-        result = profiled(backend, args)
-    except ContractError as error:
-        # Every rank reads the same model.py: each refuses it alike, before anything compiled.
+        with graph_failures():
+            result = profiled(backend, args)
+    except (ContractError, GraphFailure) as error:
+        # Every rank reads the same model.py: each refuses it, or fails on it, alike.
         if os.environ.get("RANK", "0") == "0":
             print(f"profile: {error}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(error, GraphFailure) else 2
     if result is None:
         return 0  # a rank other than 0: rank 0 prints
     print(json.dumps(result) if args.json else render(result))

@@ -7,16 +7,20 @@ that fails there is refused in one line, as `check` refuses it, rather than fail
 compile with a traceback. One whose calls make a tensor, or set or change a Python number, outside
 the state the tools save and put back is refused naming each and the fix (state.watching()).
 Otherwise the model's state and the random number generator are put back, and the tool goes on as
-if nothing ran.
+if nothing ran. Graph mode failing afterwards on the model that ran (a graph break under
+fullgraph=True, a compile or a fake-tensor run that raises) is said in one line too, with your line
+and the fix (graph_failure()), as `check` says it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import nn
+from torch._dynamo.exc import TorchDynamoException
 
 from . import project
 from .contract import ContractError
@@ -39,6 +43,29 @@ def eager_failure(error: BaseException, what: str = "the model fails eagerly") -
         f"{what}, so graph mode cannot be judged: {first_line(error)}{at}; "
         f"`python -m {project.PACKAGE} check` says more"
     )
+
+
+class GraphFailure(RuntimeError):
+    """Graph mode fails on a model that ran eagerly: the message names the error, your line, the
+    fix, and the command that lists every graph break."""
+
+
+@contextmanager
+def graph_failures() -> Iterator[None]:
+    """Raise GraphFailure, in one line, for an error Dynamo raises in the block: a graph break,
+    a guard on a tensor's value, a fake-tensor run or a backend's compile that fails. Anything
+    else (a bug of this toolkit's, an error only a device raises) keeps its traceback."""
+    try:
+        yield
+    except TorchDynamoException as error:
+        from .check import error_frame, first_line, hint_for
+
+        where = error_frame(error)
+        at = f"; at {where}" if where else ""
+        raise GraphFailure(
+            f"graph mode fails on the model that runs eagerly: {first_line(error)}{at}; "
+            f"{hint_for(str(error))}; `python -m {project.PACKAGE} check` lists every graph break"
+        ) from error
 
 
 def built(build_model: Callable[[], nn.Module]) -> nn.Module:
