@@ -4,14 +4,13 @@ import json
 
 import pytest
 
-from {{ cookiecutter.package_name }}.toolkit import doctor
+from {{ cookiecutter.package_name }}.toolkit import doctor, project
 from {{ cookiecutter.package_name }}.toolkit.backend import BACKEND_ENV, npu_status
 
 ON_YOUR_MODEL = {"model", "decode", "mre-import", "plan"}
 """The doctor's lines on model.py; the others are on this machine."""
 RUNS_EAGERLY = (
-    "your model runs eagerly: `python -m {{ cookiecutter.package_name }} check` says if graph mode "
-    "runs it"
+    f"your model runs eagerly: `python -m {project.PACKAGE} check` says if graph mode runs it"
 )
 """How every verdict but exit 2 ends: the doctor runs your model eagerly, never compiled."""
 
@@ -32,7 +31,8 @@ def test_the_doctor_finds_nothing_wrong_with_your_model(capsys, monkeypatch):
         lines = [f"FAIL {c['name']}: {c['detail']}\n  fix: {c['fix']}" for c in failed]
         pytest.fail("the doctor on your model:\n" + "\n".join(lines), pytrace=False)
     if npu_status()[0]:
-        assert (code, report["summary"]) == (0, f"graph mode (npugraph_ex) can run here, and {RUNS_EAGERLY}")
+        assert code == 0, report
+        assert report["summary"] == f"graph mode (npugraph_ex) can run here, and {RUNS_EAGERLY}"
     else:
         assert code == 1, report
         assert report["summary"].startswith("graph mode falls back to a stand-in here")

@@ -539,7 +539,9 @@ def verdict(checks: list[Check]) -> tuple[int, str]:
         return 2, f"the MRE cannot run here: fix {', '.join(failed)} first"
     # The doctor runs the model eagerly and never compiles it: whether it is one graph, the same
     # as eager, is check's to say.
-    ready = f"your model runs eagerly: `python -m {project.PACKAGE} check` says if graph mode runs it"
+    ready = (
+        f"your model runs eagerly: `python -m {project.PACKAGE} check` says if graph mode runs it"
+    )
     choice = next((check for check in checks if check.name == "mre-backend"), None)
     if choice and choice.status == "OK":
         return 0, f"graph mode (npugraph_ex) can run here, and {ready}"
