@@ -38,10 +38,9 @@ figures of the slowest rank (the highest graph p50, in a decode project summed o
 sizes: a step is as slow as its slowest rank), and which rank that was.
 
 Exit status: 0 after a run, 1 if graph mode and eager disagree or graph mode fails (a graph break:
-one line with your line and the fix; nothing is timed), 2 if the
-backend cannot run here or model.py breaks its contract: the model fails eagerly, or keeps state
-that the tools cannot save and put back (rehearsal.py). With tensor parallelism every rank exits
-with the same status.
+one line with your line and the fix; nothing is timed), 2 if the backend cannot run here or
+model.py breaks its contract: the model fails eagerly, or keeps state that the tools cannot save
+and put back (rehearsal.py). With tensor parallelism every rank exits with the same status.
 """
 
 from __future__ import annotations

@@ -21,10 +21,11 @@ cache only those heads, and rank 0 prints. Every rank must choose the same token
 
 Exit 0: generated, and graph mode chose the tokens eager chose. 1: they differ (`python -m
 <package> check` compares one step leaf by leaf), or graph mode fails (a graph break: one line with
-your line and the fix). 2: the request cannot run (a batch above the
-largest capture size, a prompt plus new tokens longer than MAX_SEQ_LEN: every reason it cannot
-is a line on stderr), or the model cannot: it fails eagerly, or keeps state that the tools cannot
-save and put back (rehearsal.py).
+your line and the fix). 2: the request cannot run (a batch above the largest capture size, a
+prompt plus new tokens longer than MAX_SEQ_LEN: every reason it cannot is a line on stderr), or
+the model cannot: it fails eagerly, or keeps state that the tools cannot save and put back
+(rehearsal.py); or generate.py's sample() gives other than one token id per sequence, or its
+generate() other than the prompt followed by its new tokens (checked(), generated()).
 
 A decode project's own: the template leaves this file out of forward projects.
 """

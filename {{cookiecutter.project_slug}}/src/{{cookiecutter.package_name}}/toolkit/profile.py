@@ -23,9 +23,9 @@ With tensor parallelism every rank writes its own trace (worker rank<RANK>); ran
 slowest rank's figures (the highest graph host time per step) and every rank's trace.
 
 Exit status: 0 after a run, 1 if graph mode fails (a graph break: one line with your line and the
-fix), 2 if the backend cannot run here, --out or --plot cannot be written,
---plot lacks matplotlib, or the model cannot be profiled: it fails eagerly, or keeps state that the
-tools cannot save and put back (rehearsal.py), so its graph steps would not be what one step is.
+fix), 2 if the backend cannot run here, --out or --plot cannot be written, --plot lacks
+matplotlib, or the model cannot be profiled: it fails eagerly, or keeps state that the tools
+cannot save and put back (rehearsal.py), so its graph steps would not be what one step is.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ the state the tools save and put back is refused naming each and the fix (state.
 Otherwise the model's state and the random number generator are put back, and the tool goes on as
 if nothing ran. Graph mode failing afterwards on the model that ran (a graph break under
 fullgraph=True, a compile or a fake-tensor run that raises) is said in one line too, with your line
-and the fix (graph_failure()), as `check` says it.
+and the fix (graph_failures()), as `check` says it.
 """
 
 from __future__ import annotations
@@ -32,15 +32,19 @@ class EagerFailure(ContractError):
     judged: the message names the error, where it arose, and the command that says more."""
 
 
-def eager_failure(error: BaseException, what: str = "the model fails eagerly") -> EagerFailure:
-    """The one-line refusal of a model whose build or eager run raised `error`."""
-    # check's own words for an error and its place: every tool refuses as check does.
+def said(error: BaseException) -> str:
+    """An error in check's own words: its first line, and where in your code it arose (every tool
+    names an error as check does)."""
     from .check import error_frame, first_line
 
     where = error_frame(error)
-    at = f"; at {where}" if where else ""
+    return f"{first_line(error)}; at {where}" if where else first_line(error)
+
+
+def eager_failure(error: BaseException, what: str = "the model fails eagerly") -> EagerFailure:
+    """The one-line refusal of a model whose build or eager run raised `error`."""
     return EagerFailure(
-        f"{what}, so graph mode cannot be judged: {first_line(error)}{at}; "
+        f"{what}, so graph mode cannot be judged: {said(error)}; "
         f"`python -m {project.PACKAGE} check` says more"
     )
 
@@ -58,12 +62,10 @@ def graph_failures() -> Iterator[None]:
     try:
         yield
     except TorchDynamoException as error:
-        from .check import error_frame, first_line, hint_for
+        from .check import hint_for
 
-        where = error_frame(error)
-        at = f"; at {where}" if where else ""
         raise GraphFailure(
-            f"graph mode fails on the model that runs eagerly: {first_line(error)}{at}; "
+            f"graph mode fails on the model that runs eagerly: {said(error)}; "
             f"{hint_for(str(error))}; `python -m {project.PACKAGE} check` lists every graph break"
         ) from error
 
