@@ -703,6 +703,24 @@ def test_a_file_that_differs_is_not_written_and_says_so(staged, tmp_path, monkey
     assert not path.exists()
 
 
+def test_tolerances_model_py_gets_wrong_are_named_and_nothing_is_written(staged, tmp_path, monkeypatch):
+    """A TOLERANCES entry with a misspelt key, which the comparison of the two runs reads: exit 1,
+    one line naming it and where the README says more, no file."""
+    floats = (export.Run({"output": torch.ones(2)}), export.Run({"output": torch.ones(2)}))
+    staged.runs = floats
+    monkeypatch.setattr(forward_project.model, "TOLERANCES", {torch.float32: {"rtl": 1e-3}}, raising=False)
+    path = tmp_path / "bug.py"
+    assert run_export("-o", str(path)) == (
+        1,
+        (
+            "export: TOLERANCES[torch.float32] must be a dict with rtol and/or atol, got "
+            '{\'rtl\': 0.001}; e.g. TOLERANCES = {torch.bfloat16: {"rtol": 5e-2, "atol": 5e-2}} '
+            f"(README, section 'Tolerances'); nothing written to {path}\n"
+        ),
+    )
+    assert not path.exists()
+
+
 def test_a_file_that_fails_as_the_mre_does_is_written_exit_2(staged, tmp_path, monkeypatch):
     """A file that fails as the MRE fails here is what a bug report shows: written, exit 2."""
     failing = (export.Run(error="ValueError: bad"), export.Run(error="ValueError: bad"))

@@ -1223,7 +1223,16 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     except BundleError as error:
         print(f"export: cannot bundle the MRE: {error}", file=sys.stderr)
         return 1
-    code, verdict = judge(*rehearse(runnable, output.name), what)
+    from .contract import ContractError
+
+    try:
+        code, verdict = judge(*rehearse(runnable, output.name), what)
+    except ContractError as error:  # model.py's TOLERANCES, which judge() compares within
+        print(
+            f"export: {error} (README, section 'Tolerances'); nothing written to {output}",
+            file=sys.stderr,
+        )
+        return 1
     if code == 1:
         print(f"export: {verdict}; nothing written to {output}", file=sys.stderr)
         return 1
