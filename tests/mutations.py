@@ -356,9 +356,8 @@ MUTATIONS = (
     Mutation(
         "export writes the file before it runs it",
         f"{TOOLKIT}/export.py",
-        "    code, verdict = judge(*rehearse(runnable, output.name), what)\n    if code == 1:",
-        "    write(output, text)\n    code, verdict = judge(*rehearse(runnable, output.name), what)\n"
-        "    if code == 1:",
+        "    try:\n        code, verdict = judge(*rehearse(runnable, output.name), what)",
+        "    write(output, text)\n    try:\n        code, verdict = judge(*rehearse(runnable, output.name), what)",
         "tests/toolkit/test_export.py -k fails_when_run",
         None,
     ),
