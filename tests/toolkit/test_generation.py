@@ -191,8 +191,8 @@ def test_the_compared_runs_are_greedy_whatever_the_loops_own_sampler(built):
         return generate.generate(step, model, prompt, new_tokens, sample=sample)
 
     result = generation.run(2, None, loop=loop, sample=least_likely)
-    # Told apart by what they choose, not by identity: the loop gets each one wrapped
-    # (generation.checked), and a mutation tester wraps the toolkit's functions too.
+    # Told apart by what they choose, not by identity: the loop gets the user's sampler wrapped
+    # (generation.checked), and a mutation tester wraps the toolkit's greedy too.
     logits = torch.tensor([[[0.0, 3.0, 1.0]]])  # most likely token 1, least likely 0
     assert [sampler(logits).tolist() for sampler in samplers] == [[[0]], [[1]], [[1]]]
     assert result["matches_eager"] is True
