@@ -314,9 +314,9 @@ MUTATIONS = (
     ),
     Mutation(
         "the project's export test fails beside the MRE's failure, which test_mre names once",
-        f"{PROJECT}/tests/test_export.py",
-        '@pytest.mark.usefixtures("mre_run")  # export compares with the MRE: it skips where that fails\n',
-        "",
+        f"{PROJECT}/tests/conftest.py",
+        "export_refusal: str, mre_run: MreRun) -> Exported:\n",
+        "export_refusal: str, mre_attempt: MreRun) -> Exported:\n    mre_run = mre_attempt\n",
         "tests/test_own_models.py -k graph_break_fails_once",
     ),
     Mutation(
@@ -324,7 +324,7 @@ MUTATIONS = (
         f"{TOOLKIT}/export.py",
         '            if name.startswith(f"{TOOLKIT}.") and not side_effect(definition):',
         "            if not side_effect(definition):",
-        "tests/test_export.py -k export_runs_the_file",
+        "tests/test_export.py -k export_runs_your_mre",
         OUT_OF_PLACE,
     ),
     # Issue 20: what the mutation score found in export.

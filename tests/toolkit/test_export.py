@@ -417,7 +417,9 @@ class FakeProcess:
         self.ending = ending
         self.started: dict = {}
         self.killed = self.waited = False
-        self.returncode = 0
+        self.returncode: int | None = None
+        """None until it is waited for, as Popen's."""
+        self.ending_code = 0
         self.cwd = Path()
 
     def __call__(self, command, cwd, stdout, stderr) -> "FakeProcess":
@@ -441,14 +443,15 @@ class FakeProcess:
         else:
             lines = 12 if self.ending == "dies" else 1
             stderr.write("".join(f"stderr line {i}\n" for i in range(lines)) + "\n")
-            self.returncode = -9
+            self.ending_code = -9
         return self
 
     def kill(self) -> None:
         self.killed = True
 
-    def wait(self) -> int:
+    def wait(self, timeout: float | None = None) -> int:
         self.waited = True
+        self.returncode = self.ending_code
         return self.returncode
 
 
@@ -576,6 +579,21 @@ def test_an_interrupted_rehearsal_stops_the_file_run(fake_process, monkeypatch):
         export.rehearse(TEXT, "mre.py")
     assert process.killed
     assert process.waited
+
+
+def test_a_file_run_that_outlasts_its_wait_goes_on_until_closed():
+    """A project's tests start the file's run early and wait for it with a timeout: one that
+    runs on past it raises TimeoutExpired and keeps running; close() kills it and removes its
+    folder."""
+    run = export.FileRun("import time\ntime.sleep(20)\n", "mre.py")
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            run.result(timeout=0.2)
+        assert run.process.poll() is None
+    finally:
+        run.close()
+    assert run.process.returncode == -9
+    assert not run.path.parent.exists()
 
 
 def test_the_mre_runs_here_in_an_empty_folder_output_leaf_by_leaf(monkeypatch, capsys):

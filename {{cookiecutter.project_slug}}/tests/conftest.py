@@ -1,59 +1,47 @@
 {%- set cache = cookiecutter.mode == "cache_compile" -%}
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 {%- set decode = cookiecutter.workload == "decode" -%}
-"""Shared fixtures: the `npu` marker, the MRE run once for the whole suite{{ ", the two-rank run" if tp else "" }}.
+"""Shared fixtures: the `npu` marker, the MRE run once for the whole suite, export's run of it
+as one file{{ ", the two-rank run" if tp else "" }}.
 
 The tests ask for what they need by name (pytest fixtures); nothing here is imported.
+
+Nothing here imports torch at import time: pytest_configure() starts export's run of your MRE as one
+file first, in a process of its own, and it runs while collection imports torch here (3 s). The
+fixtures import what they use.
 """
 
 import gc
 
-# No garbage collection while torch and the project import (the imports below follow this on
-# purpose): they allocate millions of objects that all stay alive, and the collections those
-# allocations trigger would walk them again and again, for about half a second. gc.freeze() below
-# hides them from every later collection instead.
+# No garbage collection while the test modules import torch and the project: they allocate
+# millions of objects that all stay alive, and the collections those allocations trigger would walk
+# them again and again, for about half a second. Once collected, gc.freeze() hides them from every
+# later collection instead (pytest_collection_modifyitems).
 gc.disable()
 
-# Before torch: the package switches off torch's device-backend autoload (see its __init__.py),
-# which would otherwise make `import torch` fail where torch_npu is installed but CANN is not.
-import {{ cookiecutter.package_name }}
-
-# isort: split
 import contextlib
 import io
 {%- if tp %}
 import itertools
-{%- endif %}
 import os
+{%- endif %}
 import re
+{%- if tp %}
 import signal
+{%- endif %}
 import subprocess
+{%- if tp %}
 import sys
+{%- endif %}
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-import torch
-from torch._dynamo import guards
-from torch._dynamo.utils import counters
 
-from {{ cookiecutter.package_name }}.model import build_model, example_inputs
-from {{ cookiecutter.package_name }}.mre import infer_one_step
-{%- if tp %}
-from {{ cookiecutter.package_name }}.toolkit import export
-{%- endif %}
-from {{ cookiecutter.package_name }}.toolkit.backend import npu_status, select_backend
-from {{ cookiecutter.package_name }}.toolkit.check import error_frame
-from {{ cookiecutter.package_name }}.toolkit.contract import to_device
-{%- if decode %}
-from {{ cookiecutter.package_name }}.toolkit.decode import first_step
-{%- endif %}
-
-# Hide what is imported so far (torch's large object graph) from the garbage collector: every full
-# collection, and pytest runs several, would walk it again.
-gc.freeze()
-gc.enable()
+# The package before torch: it switches off torch's device-backend autoload (see its __init__.py),
+# which would otherwise make `import torch` fail where torch_npu is installed but CANN is not.
+from {{ cookiecutter.package_name }}.toolkit import export  # it reads your source: no torch
 
 
 class MreRun(NamedTuple):
@@ -68,11 +56,49 @@ class MreFailure(NamedTuple):
     """What infer_one_step() raised: a graph break, a contract error, ..."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+EXPORT_TIMEOUT = 600
+"""Seconds before export's run of the file, if it hangs, fails its test (it takes about 5 s on a
+CPU)."""
+FILE_RUN = pytest.StashKey["export.FileRun | str"]()
+"""Where pytest_configure() keeps export's run of the file, or why export cannot bundle your MRE."""
+
+
+def export_file_run() -> export.FileRun | str:
+    """`export --target portable`'s run of your MRE bundled as one file, started in a fresh process,
+    in an empty folder, with this project unimportable; or why export cannot bundle it."""
+    try:
+        return export.FileRun(export.export("portable"), "mre_export.py")
+    except export.BundleError as error:
+        return f"export: cannot bundle the MRE: {error}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Start export's run of the file before collection: it runs meanwhile, until its test needs
+    it. Not with `-x`: a run that stops at the first failure starts it when its test asks, so a
+    failure before then costs no background run (a mutation tester runs each mutant this way)."""
+    if config.option.maxfail != 1 and not config.option.collectonly:
+        config.stash[FILE_RUN] = export_file_run()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop export's run of the file if no test waited for it (a selection, a test that gave up)."""
+    if isinstance(run := config.stash.get(FILE_RUN, None), export.FileRun):
+        run.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that wait for a background run last; skip tests marked `npu` unless an NPU can run
     npugraph_ex here, and say why not."""
+    # Hide what collection imported (torch's large object graph) from the garbage collector: every
+    # full collection, and pytest runs several, would walk it again.
+    gc.freeze()
+    gc.enable()
     # The tests that read a background run go last: it runs meanwhile, until they need it.
-    items.sort(key=lambda item: bool(BACKGROUND.keys() & set(item.fixturenames)))
+    items.sort(key=lambda item: bool(BACKGROUND & set(item.fixturenames)))
+    if not any("exported" in item.fixturenames for item in items):
+        pytest_unconfigure(config)  # no selected test reads export's run of the file
+    from {{ cookiecutter.package_name }}.toolkit.backend import npu_status
+
     npu_ok, why = npu_status()
     if npu_ok:
         return
@@ -86,6 +112,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def no_guard_latency_profiling() -> Iterator[None]:
     """Dynamo times the guards of each new graph once, for its logs alone, and first flushes the
     CPU cache to do so: about 20 ms a compile, and the suite compiles dozens of graphs."""
+    from torch._dynamo import guards
+
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(guards, "profile_guard_manager", lambda *arguments: 0.0)
         yield
@@ -98,6 +126,11 @@ def mre_attempt(tmp_path_factory: pytest.TempPathFactory) -> MreRun | MreFailure
     A failure is kept, not raised: test_mre.py reports it once (mre_failure), and the tests that
     need the MRE's output skip instead of erroring one by one (mre_run).
     """
+    import torch
+    from torch._dynamo.utils import counters
+
+    from {{ cookiecutter.package_name }}.mre import infer_one_step
+
     torch._dynamo.reset()  # a fresh compile, whatever ran before
     printed = io.StringIO()
     graphs_before = counters["stats"]["unique_graphs"]
@@ -114,6 +147,8 @@ def mre_attempt(tmp_path_factory: pytest.TempPathFactory) -> MreRun | MreFailure
 def mre_failure(mre_attempt: MreRun | MreFailure) -> str | None:
     """Why the MRE failed, in a few lines: the error's type and message, and where in your code it
     arose; None if the MRE ran."""
+    from {{ cookiecutter.package_name }}.toolkit.check import error_frame
+
     if not isinstance(mre_attempt, MreFailure):
         return None
     error = mre_attempt.error
@@ -138,6 +173,15 @@ class EagerStep(NamedTuple):
 @pytest.fixture(scope="session")
 def eager_step() -> EagerStep:
     """The MRE's step run without graph mode{{ " on one device, unsharded" if tp else "" }}, on its seeded weights and inputs{{ " (after the same eager prefill)" if decode else "" }}."""
+    import torch
+
+    from {{ cookiecutter.package_name }}.model import build_model, example_inputs
+    from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
+    from {{ cookiecutter.package_name }}.toolkit.contract import to_device
+{%- if decode %}
+    from {{ cookiecutter.package_name }}.toolkit.decode import first_step
+{%- endif %}
+
     torch.manual_seed(0)
     device = select_backend().device
     model = build_model().to(device).eval()
@@ -156,23 +200,57 @@ def eager_output(eager_step: EagerStep) -> Any:
     return eager_step.output
 
 
-SOURCE = str(Path({{ cookiecutter.package_name }}.__file__).parents[1])
+@pytest.fixture(scope="session")
+def export_refusal() -> str:
+    """Why export refuses to bundle this project when that is the data files your modules read
+    (they are there, beside them: one file cannot carry them), else "". The tests of the file
+    export writes skip with it."""
+    from {{ cookiecutter.package_name }}.toolkit import export
+
+    try:
+        export.export("portable")
+    except export.BundleError as error:
+        found = re.search(r"data files your modules read: (.+?) \(in (.+?), found at", str(error))
+        if found and all((Path(found[2]) / name).is_file() for name in found[1].split(", ")):
+            return f"export refuses this model, as it should: {error}"
+    return ""
+
+
+class Exported(NamedTuple):
+    code: int
+    """export's exit status: 0 the file ran and matched, 1 it failed or differed, 2 it failed as
+    the MRE fails here."""
+    verdict: str
+    """Why, the root cause first."""
+
+
+@pytest.fixture(scope="session")
+def exported(request: pytest.FixtureRequest, export_refusal: str, mre_run: MreRun) -> Exported:
+    """export's verdict on the file `export --target portable` writes, as export judges it before
+    it writes: the file's run (started by pytest_configure, or now) against the MRE's run here.
+    Skips if the MRE failed (reported once)."""
+    if export_refusal:
+        pytest.skip(export_refusal)
+    run = request.config.stash.get(FILE_RUN, None) or export_file_run()
+    if isinstance(run, str):
+        return Exported(1, run)
+    with contextlib.closing(run):
+        try:
+            file = run.result(EXPORT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the file's run did not end within {EXPORT_TIMEOUT} s", pytrace=False)
+    return Exported(*export.judge(file, export.Run(export.leaves(mre_run.output)), "the file"))
+{%- if tp %}
+
+
+SOURCE = str(Path(export.__file__).parents[2])  # src/<package>/toolkit/export.py
 """The folder this project's package is imported from: processes started here import the same code."""
-EXPORT_TIMEOUT = 600
-"""Seconds before an export that hangs fails its tests (it takes about 10 s on a CPU)."""
 
 
 class Launch(NamedTuple):
     process: subprocess.Popen[bytes]
     folder: Path
     """Where it runs and writes; its stdout and stderr go there too."""
-
-
-class Written(NamedTuple):
-    code: int
-    message: str
-    """What export printed (stderr)."""
-    path: Path
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -196,19 +274,6 @@ def launch(command: list[str], folder: Path, **environment: str) -> subprocess.P
         )
 
 
-@pytest.fixture(scope="session")
-def export_launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launch]:
-    """`python -m {{ cookiecutter.package_name }} export --target portable`, started in the background: export
-    runs the file it writes in a process of its own, and the other tests run meanwhile."""
-    folder = tmp_path_factory.mktemp("export")
-    path = folder / "mre_export.py"
-    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "export", "-o", str(path)]
-    process = launch([*command, "--target", "portable"], folder)
-    yield Launch(process, folder)
-    if process.poll() is None:  # no test waited for it (a selection), or one gave up on it
-        stop(process)
-
-
 def waited(run: Launch, timeout: float) -> int | None:
     """A background run's exit status once it has ended; None if it hung, and then it is stopped."""
     try:
@@ -218,44 +283,10 @@ def waited(run: Launch, timeout: float) -> int | None:
         return None
 
 
-def finished(run: Launch, timeout: float, what: str) -> int:
-    """A background run's exit status once it has ended; one that hangs is stopped and fails."""
-    if (code := waited(run, timeout)) is None:
-        pytest.fail(f"{what} did not end within {timeout} s:\n{tail(run.folder)}", pytrace=False)
-    return code
-
-
 def tail(folder: Path) -> str:
     """What a background run printed last on stderr: the error that ended it."""
     stderr = (folder / "stderr").read_text(errors="replace")
     return "\n".join(stderr.strip().splitlines()[-30:])
-
-
-@pytest.fixture(scope="session")
-def export_refusal() -> str:
-    """Why export refuses to bundle this project when that is the data files your modules read
-    (they are there, beside them: one file cannot carry them), else "". The tests of the file
-    export writes skip with it."""
-    from {{ cookiecutter.package_name }}.toolkit import export
-
-    try:
-        export.export("portable")
-    except export.BundleError as error:
-        found = re.search(r"data files your modules read: (.+?) \(in (.+?), found at", str(error))
-        if found and all((Path(found[2]) / name).is_file() for name in found[1].split(", ")):
-            return f"export refuses this model, as it should: {error}"
-    return ""
-
-
-@pytest.fixture(scope="session")
-def written(export_launch: Launch, export_refusal: str) -> Written:
-    """`export --target portable`, once it has ended: it runs the file before it writes it."""
-    if export_refusal:
-        pytest.skip(export_refusal)
-    code = finished(export_launch, EXPORT_TIMEOUT, "export")
-    message = (export_launch.folder / "stderr").read_text(errors="replace")
-    return Written(code, message, export_launch.folder / "mre_export.py")
-{%- if tp %}
 
 
 RANKS = 2
@@ -274,6 +305,10 @@ class TwoRanks(NamedTuple):
 
 def needs_ranks() -> str | None:
     """Why RANKS ranks cannot run here, or None: on an NPU machine, each rank needs its NPU."""
+    import torch
+
+    from {{ cookiecutter.package_name }}.toolkit.backend import npu_status
+
     npu_ok, _ = npu_status()
     if npu_ok and torch.npu.device_count() < RANKS:
         return f"needs {RANKS} NPUs for {RANKS} ranks, and {torch.npu.device_count()} is visible"
@@ -292,7 +327,7 @@ def two_ranks_launch(
         return
     folder = tmp_path_factory.mktemp("ranks")
     portable = folder / "portable.py"
-    # Written without export's own run of it: the ranks run it (test_export.py runs export whole).
+    # Written without export's own run of it: the ranks run it (exported runs it alone).
     if not export_refusal:
         portable.write_text(export.export("portable"))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
@@ -322,6 +357,8 @@ def two_ranks_attempt(two_ranks_launch: Launch | str) -> TwoRanks | RanksFailure
     if code != 0:
         ended = f"did not end within {RANKS_TIMEOUT} s" if code is None else f"exited {code}"
         return RanksFailure(rank_error(two_ranks_launch.folder, f"torchrun {ended}"))
+    import torch
+
     saved = {rank: two_ranks_launch.folder / f"rank{rank}.pt" for rank in range(RANKS)}
     results = {
         rank: torch.load(path, weights_only=False) for rank, path in saved.items() if path.exists()
@@ -364,18 +401,17 @@ def two_ranks(two_ranks_attempt: TwoRanks | RanksFailure | str) -> TwoRanks:
 {%- endif %}
 
 
-BACKGROUND = {"written": "export_launch"{{ ', "two_ranks_attempt": "two_ranks_launch"' if tp else "" }}}
-"""Each fixture that waits for a background run, with the fixture that starts that run."""
+BACKGROUND = {"exported"{{ ', "two_ranks_attempt"' if tp else "" }}}
+"""The fixtures that wait for a run in the background: the tests that ask for one run last."""
+{%- if tp %}
 
 
 @pytest.fixture(scope="session", autouse=True)
-def start_background_runs(request: pytest.FixtureRequest) -> None:
-    """Start each background run before the first test, if a selected test needs it. Not with
-    `-x`: a run that stops at the first failure starts each when a test first waits for it, so a
-    failure before then costs no background run (a mutation tester runs each mutant this way)."""
+def start_two_ranks(request: pytest.FixtureRequest) -> None:
+    """Start the two-rank run before the first test, if a selected test needs it. Not with `-x`,
+    as pytest_configure() says."""
     if request.config.option.maxfail == 1:
         return
-    needed = {name for item in request.session.items for name in item.fixturenames}
-    for waiter, starter in BACKGROUND.items():
-        if waiter in needed:
-            request.getfixturevalue(starter)
+    if any("two_ranks_attempt" in item.fixturenames for item in request.session.items):
+        request.getfixturevalue("two_ranks_launch")
+{%- endif %}

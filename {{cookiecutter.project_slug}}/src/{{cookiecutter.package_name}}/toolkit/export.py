@@ -1114,46 +1114,73 @@ def rehearsal(target: str, text: str) -> tuple[str, str, str]:
     return text, "the file", ""
 
 
-def rehearse(text: str, name: str) -> tuple[Run, Run]:
-    """Run `text` as the file `name` in a fresh process, in an empty folder, with this project
-    unimportable, and meanwhile the project's MRE here: (the file's run, the MRE's run)."""
-    with tempfile.TemporaryDirectory(prefix="export-") as scratch:
-        folder = Path(scratch, "empty")
-        folder.mkdir()
-        path, result = folder / name, Path(scratch, "output.pt")
-        path.write_text(text)
-        with Path(scratch, "stderr").open("w+") as stderr:
-            command = [sys.executable, "-c", RUNNER, str(path), str(result), PACKAGE]
-            output = subprocess.DEVNULL  # the report it prints
-            process = subprocess.Popen(command, cwd=folder, stdout=output, stderr=stderr)
-            try:
-                mre = run_mre()
-            except BaseException:
-                process.kill()
-                raise
-            finally:
-                process.wait()
-            if result.exists():
-                import torch
+class FileRun:
+    """`text` run as the file `name` in a fresh process, in an empty folder, with this project
+    unimportable: started at once, so that other work goes on meanwhile; result() waits for it,
+    close() stops it if it is still going and removes its folder."""
 
-                return Run(torch.load(result, weights_only=False)), mre
-            failure = Path(f"{result}.json")
-            if failure.exists():
-                error, lines = json.loads(failure.read_text()), text.splitlines()
-                line = error["line"]
-                # The line itself: nothing is written to look it up in.
-                where = f" (at {name}:{line}: {lines[line - 1].strip()})" if line else ""
-                # Named as you will know it, not by this scratch folder's path.
-                return Run(error=error["error"].replace(str(path), name), where=where), mre
-            stderr.seek(0)
-            tail = "\n".join(stderr.read().strip().splitlines()[-ERROR_LINES:])
-            return Run(error=f"the process exited {process.returncode}: {tail}"), mre
+    def __init__(self, text: str, name: str) -> None:
+        self.text, self.name = text, name
+        self.scratch = tempfile.TemporaryDirectory(prefix="export-")
+        folder = Path(self.scratch.name, "empty")
+        folder.mkdir()
+        self.path, self.saved = folder / name, Path(self.scratch.name, "output.pt")
+        self.path.write_text(text)
+        self.stderr = Path(self.scratch.name, "stderr")
+        command = [sys.executable, "-c", RUNNER, str(self.path), str(self.saved), PACKAGE]
+        output = subprocess.DEVNULL  # the report it prints
+        with self.stderr.open("w") as stderr:  # the process writes it; read once it has ended
+            self.process = subprocess.Popen(command, cwd=folder, stdout=output, stderr=stderr)
+
+    def close(self) -> None:
+        """Stop the run if nothing waited for it to end, and remove its folder."""
+        if self.process.returncode is None:
+            self.process.kill()
+        self.process.wait()
+        self.scratch.cleanup()
+
+    def result(self, timeout: float | None = None) -> Run:
+        """The file's run once it has ended (subprocess.TimeoutExpired if it runs on past
+        `timeout` seconds): its output leaf by leaf, or its error named by the file's line."""
+        self.process.wait(timeout)
+        if self.saved.exists():
+            import torch
+
+            return Run(torch.load(self.saved, weights_only=False))
+        failure = Path(f"{self.saved}.json")
+        if failure.exists():
+            error, lines = json.loads(failure.read_text()), self.text.splitlines()
+            line = error["line"]
+            # The line itself: nothing is written to look it up in.
+            where = f" (at {self.name}:{line}: {lines[line - 1].strip()})" if line else ""
+            # Named as you will know it, not by this scratch folder's path.
+            return Run(error=error["error"].replace(str(self.path), self.name), where=where)
+        tail = "\n".join(self.stderr.read_text().strip().splitlines()[-ERROR_LINES:])
+        return Run(error=f"the process exited {self.process.returncode}: {tail}")
+
+
+def rehearse(text: str, name: str) -> tuple[Run, Run]:
+    """Run `text` as the file `name` (FileRun), and meanwhile the project's MRE here: (the file's
+    run, the MRE's run)."""
+    with contextlib.closing(FileRun(text, name)) as file:
+        mre = run_mre()
+        return file.result(), mre
+
+
+def leaves(output: Any) -> dict[str, Any]:
+    """An MRE's output as export compares it: {leaf path: value}, each tensor on the CPU."""
+    import torch
+    import torch.utils._pytree as pytree
+
+    flat = {
+        pytree.keystr(key) or "output": value for key, value in pytree.tree_leaves_with_path(output)
+    }
+    return pytree.tree_map_only(torch.Tensor, torch.Tensor.cpu, flat)
 
 
 def run_mre() -> Run:
     """The project's MRE, run here from an empty folder: its output leaf by leaf, or its error."""
     import torch
-    import torch.utils._pytree as pytree
 
     here = Path.cwd()
     with tempfile.TemporaryDirectory(prefix="export-mre-") as folder:
@@ -1167,9 +1194,7 @@ def run_mre() -> Run:
             return Run(error=f"{type(error).__name__}: {error}")
         finally:
             os.chdir(here)
-    leaves = pytree.tree_leaves_with_path(output)
-    flat = {pytree.keystr(key) or "output": value for key, value in leaves}
-    return Run(pytree.tree_map_only(torch.Tensor, torch.Tensor.cpu, flat))
+    return Run(leaves(output))
 
 
 def judge(file: Run, mre: Run, what: str) -> tuple[int, str]:
