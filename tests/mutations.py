@@ -453,8 +453,8 @@ MUTATIONS = (
     Mutation(
         "export's run of the file leaves a stderr file where you are",
         f"{TOOLKIT}/export.py",
-        '        with Path(scratch, "stderr").open("w+") as stderr:',
-        '        with Path("stderr").open("w+") as stderr:',
+        '        self.stderr = Path(self.scratch.name, "stderr")',
+        '        self.stderr = Path("stderr")',
         "tests/toolkit/test_export.py -k runs_alone",
         None,
     ),
