@@ -1008,15 +1008,15 @@ MUTATIONS = (
     Mutation(
         "the suite's generate test says `assert 2 == 0`, not generate's refusal",
         f"{PROJECT}/tests/test_generate.py",
-        '    if code:\n        pytest.fail(f"generate exits {code} on your model:\\n{told.getvalue()}", pytrace=False)',
-        "    assert code == 0",
+        "    if generated.code:\n",
+        "    assert generated.code == 0\n    if generated.code:\n",
         "tests/test_own_models.py -k 'refuses_a_model and sliding'",
     ),
     Mutation(
-        "the suite's generate tests show a traceback where generate refuses the model",
+        "the suite's decode tests fail one by one where generate refuses the model",
         f"{PROJECT}/tests/test_generate.py",
-        "    except ContractError as error:\n        pytest.fail(",
-        "    except ValueError as error:\n        pytest.fail(",
+        '        pytest.skip("generate built no decode graphs',
+        '        pytest.fail("generate built no decode graphs',
         "tests/test_own_models.py -k 'refuses_a_model and sliding'",
     ),
     Mutation(
@@ -1165,7 +1165,7 @@ MUTATIONS = (
         f"{TOOLKIT}/decode.py",
         "        for size in self.limits.capture_sizes:\n            tokens = torch.zeros(",
         "        for size in self.limits.capture_sizes[:-1]:\n            tokens = torch.zeros(",
-        "tests/test_generate.py -k one_graph_per_capture_size",
+        "tests/test_generate.py -k exits_0",
         DECODE,
     ),
     Mutation(

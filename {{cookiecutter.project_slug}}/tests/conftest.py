@@ -80,13 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[FILE_RUN] = export_file_run()
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Stop export's run of the file if no test waited for it (a selection, a test that gave up)."""
-    if isinstance(run := config.stash.get(FILE_RUN, None), export.FileRun):
-        run.close()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that wait for a background run last; skip tests marked `npu` unless an NPU can run
     npugraph_ex here, and say why not."""
     # Hide what collection imported (torch's large object graph) from the garbage collector: every
@@ -95,8 +89,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     gc.enable()
     # The tests that read a background run go last: it runs meanwhile, until they need it.
     items.sort(key=lambda item: bool(BACKGROUND & set(item.fixturenames)))
-    if not any("exported" in item.fixturenames for item in items):
-        pytest_unconfigure(config)  # no selected test reads export's run of the file
     from {{ cookiecutter.package_name }}.toolkit.backend import npu_status
 
     npu_ok, why = npu_status()
@@ -106,6 +98,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("npu"):
             item.add_marker(skip)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Stop export's run of the file if no selected test reads it (`-k`, a test file named)."""
+    if not any("exported" in item.fixturenames for item in session.items):
+        pytest_unconfigure(session.config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop export's run of the file if no test waited for it (a selection, a test that gave up)."""
+    if isinstance(run := config.stash.get(FILE_RUN, None), export.FileRun):
+        run.close()
 
 
 @pytest.fixture(scope="session", autouse=True)
