@@ -458,6 +458,14 @@ MUTATIONS = (
         "tests/toolkit/test_export.py -k runs_alone",
         None,
     ),
+    Mutation(
+        "export imports torch to bundle an op-plugin project, before a project's tests start its run",
+        f"{TOOLKIT}/export.py",
+        "        from .opschema import schema\n",
+        "        from .op_plugin import schema\n",
+        "tests/toolkit/test_export.py -k bundling_imports_no_torch",
+        None,
+    ),
     # The template's own suite: the hooks, the simulated NPU machines, your own models.
     Mutation(
         "a generated test imports a helper from conftest",

@@ -581,6 +581,23 @@ def test_an_interrupted_rehearsal_stops_the_file_run(fake_process, monkeypatch):
     assert process.waited
 
 
+@pytest.mark.parametrize("package", PROJECTS)
+def test_bundling_imports_no_torch(package):
+    """export bundles every configuration's MRE without importing torch: a project's tests start
+    the file's run before collection imports torch (seconds), so that it runs meanwhile."""
+    source = Path(importlib.import_module(package).__file__).parents[1]
+    code = f"import sys, {package}.toolkit.export as e; e.export('portable'); print('torch' in sys.modules)"
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(source)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "False\n"
+
+
 def test_a_file_run_that_outlasts_its_wait_goes_on_until_closed():
     """A project's tests start the file's run early and wait for it with a timeout: one that
     runs on past it raises TimeoutExpired and keeps running; close() kills it and removes its

@@ -395,7 +395,8 @@ def is_type_checking(node: ast.stmt) -> bool:
 def inline_calls(module: str, statement: str) -> str:
     """Replace calls that read this project's files by their values, so the file stands alone."""
     if module == f"{TOOLKIT}.op_plugin":  # op-plugin projects only: the hook prunes it otherwise
-        from .op_plugin import schema
+        # From opschema, not op_plugin, which imports torch: export bundles without torch.
+        from .opschema import schema
 
         # Calls only, not the definition: the yaml's func becomes a string in the file.
         literal = json.dumps(schema()).replace("\\", "\\\\")

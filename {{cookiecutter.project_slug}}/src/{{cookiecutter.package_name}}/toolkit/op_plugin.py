@@ -9,23 +9,13 @@ that add it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.resources import files
 
 import torch
-import yaml
 from torch.library import Library
 
 from ..op_reference import reference
 from .backend import npu_status
-
-# The yaml sits beside model.py, in your files, not in this template-maintained folder.
-SCHEMA_FILE = files(__package__.rpartition(".")[0]) / "op_plugin_functions.yaml"
-
-
-def schema() -> str:
-    """The op's `func` from op_plugin_functions.yaml."""
-    (entry,) = yaml.safe_load(SCHEMA_FILE.read_text())["custom"]
-    return entry["func"]
+from .opschema import schema
 
 
 def define_if_missing(

@@ -26,6 +26,7 @@ import yaml
 from torchgen.model import FunctionSchema, SchemaKind
 
 DEFAULT_FILE = files(__package__.rpartition(".")[0]) / "op_plugin_functions.yaml"
+"""This project's yaml: it sits beside model.py, in your files, not in the toolkit's folder."""
 ENTRY_SECTIONS = frozenset(
     {"official", "custom", "custom_autograd", "autograd", "symint", "quant", "tocpu", "unsupported"}
 )
@@ -274,6 +275,12 @@ class Checker:
                 f"input {late[0]} comes" if len(late) == 1 else f"inputs {', '.join(late)} come"
             )
             warn(f"Tensor {inputs} after the scalar {scalar}: put Tensors first")
+
+
+def schema() -> str:
+    """The op's `func` from this project's op_plugin_functions.yaml, its one `custom` entry."""
+    (entry,) = yaml.safe_load(DEFAULT_FILE.read_text())["custom"]
+    return entry["func"]
 
 
 def check(path: Path | Any) -> list[Finding]:
