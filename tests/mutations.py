@@ -320,6 +320,13 @@ MUTATIONS = (
         "tests/test_own_models.py -k graph_break_fails_once",
     ),
     Mutation(
+        "the project's export test compares the file's run with itself",
+        f"{PROJECT}/tests/conftest.py",
+        "export.judge(file, export.Run(export.leaves(mre_run.output)), ",
+        "export.judge(file, file, ",
+        "tests/test_own_models.py -k computes_otherwise",
+    ),
+    Mutation(
         "export leaves out the definitions of a user module",
         f"{TOOLKIT}/export.py",
         '            if name.startswith(f"{TOOLKIT}.") and not side_effect(definition):',

@@ -283,6 +283,29 @@ def test_a_model_reading_a_data_file_runs_every_tool_and_export_names_it(how, tm
     assert not (project / "exported_npu.py").exists()
 
 
+# Twice the heads where model.py runs as the package's module: not in the file export writes.
+OTHER_IN_THE_FILE = (
+    "    return TinyBlock(hidden=INPUT_SHAPE[-1], heads=HEADS)\n",
+    "    return TinyBlock(hidden=INPUT_SHAPE[-1], heads=HEADS * (2 if __name__.endswith('.model') else 1))\n",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.full
+def test_a_file_that_computes_otherwise_fails_the_projects_export_test(tmp_path):
+    """A model that computes otherwise once export has bundled it: the project's export test
+    fails in export's words, naming the leaf that differs; nothing else fails."""
+    project = bake(tmp_path / "bake")
+    model = project / "src" / package_of(project) / "model.py"
+    model.write_text(model.read_text().replace(*OTHER_IN_THE_FILE))
+
+    suite = run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_export.py")
+    assert suite.returncode == 1, suite.stdout
+    assert "export exits 1 on your model:\noutput: " in suite.stdout
+    assert "differs from the MRE's output" in suite.stdout
+    assert re.search(r"^1 failed, 1 passed in ", suite.stdout, re.MULTILINE), suite.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.full
 def test_a_graph_break_fails_once_and_briefly(tmp_path):

@@ -21,7 +21,8 @@ def test_export_runs_your_mre_as_one_file(exported):
     """The file `export --target portable` writes runs in a fresh process, in an empty folder,
     with the project unimportable, and matches the MRE's output, as export checks before it
     writes it: the file computes what your MRE computes, without this project."""
-    assert exported.code == 0, exported.verdict
+    if exported.code:
+        pytest.fail(f"export exits {exported.code} on your model:\n{exported.verdict}", pytrace=False)
     assert exported.verdict == f"the file ran {export.ISOLATED}, and matches the MRE's output"
 
 
