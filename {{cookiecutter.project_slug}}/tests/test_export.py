@@ -22,7 +22,8 @@ def test_export_runs_your_mre_as_one_file(exported):
     with the project unimportable, and matches the MRE's output, as export checks before it
     writes it: the file computes what your MRE computes, without this project."""
     if exported.code:
-        pytest.fail(f"export exits {exported.code} on your model:\n{exported.verdict}", pytrace=False)
+        failure = f"export exits {exported.code} on your model:\n{exported.verdict}"
+        pytest.fail(failure, pytrace=False)
     assert exported.verdict == f"the file ran {export.ISOLATED}, and matches the MRE's output"
 
 
