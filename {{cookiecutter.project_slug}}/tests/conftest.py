@@ -209,8 +209,6 @@ def export_refusal() -> str:
     """Why export refuses to bundle this project when that is the data files your modules read
     (they are there, beside them: one file cannot carry them), else "". The tests of the file
     export writes skip with it."""
-    from {{ cookiecutter.package_name }}.toolkit import export
-
     try:
         export.export("portable")
     except export.BundleError as error:

@@ -66,7 +66,7 @@ def generated() -> Generated:
     builds and warms up are kept for the tests below, which replay them instead of capturing
     every size again."""
 {%- endif %}
-    decoders = []
+    decoders: list[Decoder] = []
 
     def kept(*arguments) -> tuple[torch.nn.Module, DecodeGraphs]:
         built, graphs = build(*arguments)
