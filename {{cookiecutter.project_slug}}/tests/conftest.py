@@ -59,17 +59,36 @@ class MreFailure(NamedTuple):
 EXPORT_TIMEOUT = 600
 """Seconds before export's run of the file, if it hangs, fails its test (it takes about 5 s on a
 CPU)."""
+BUNDLE = pytest.StashKey["str | export.BundleError"]()
+"""Your MRE bundled as export's portable file, once for the run, or why it cannot be."""
 FILE_RUN = pytest.StashKey["export.FileRun | str"]()
 """Where pytest_configure() keeps export's run of the file, or why export cannot bundle your MRE."""
 
 
-def export_file_run() -> export.FileRun | str:
-    """`export --target portable`'s run of your MRE bundled as one file, started in a fresh process,
-    in an empty folder, with this project unimportable; or why export cannot bundle it."""
-    try:
-        return export.FileRun(export.export("portable"), "mre_export.py")
-    except export.BundleError as error:
-        return f"export: cannot bundle the MRE: {error}"
+def bundle_of(config: pytest.Config) -> str | export.BundleError:
+    """`export --target portable`'s file for your MRE, bundled the first time it is asked for; or
+    why export cannot bundle it."""
+    if BUNDLE not in config.stash:
+        try:
+            config.stash[BUNDLE] = export.export("portable")
+        except export.BundleError as error:
+            config.stash[BUNDLE] = error
+    return config.stash[BUNDLE]
+
+
+def export_file_run(config: pytest.Config) -> export.FileRun | str:
+    """The file run in a fresh process, in an empty folder, with this project unimportable, as
+    export runs it; or why export cannot bundle your MRE."""
+    bundle = bundle_of(config)
+    if isinstance(bundle, export.BundleError):
+        return f"export: cannot bundle the MRE: {bundle}"
+    return export.FileRun(bundle, "mre_export.py")
+
+
+def stop_file_run(config: pytest.Config) -> None:
+    """Stop export's run of the file if it is still going, and remove its folder."""
+    if isinstance(run := config.stash.get(FILE_RUN, None), export.FileRun):
+        run.close()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -77,7 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
     it. Not with `-x`: a run that stops at the first failure starts it when its test asks, so a
     failure before then costs no background run (a mutation tester runs each mutant this way)."""
     if config.option.maxfail != 1 and not config.option.collectonly:
-        config.stash[FILE_RUN] = export_file_run()
+        config.stash[FILE_RUN] = export_file_run(config)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -103,13 +122,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Stop export's run of the file if no selected test reads it (`-k`, a test file named)."""
     if not any("exported" in item.fixturenames for item in session.items):
-        pytest_unconfigure(session.config)
+        stop_file_run(session.config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Stop export's run of the file if no test waited for it (a selection, a test that gave up)."""
-    if isinstance(run := config.stash.get(FILE_RUN, None), export.FileRun):
-        run.close()
+    stop_file_run(config)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -205,13 +223,12 @@ def eager_output(eager_step: EagerStep) -> Any:
 
 
 @pytest.fixture(scope="session")
-def export_refusal() -> str:
+def export_refusal(request: pytest.FixtureRequest) -> str:
     """Why export refuses to bundle this project when that is the data files your modules read
     (they are there, beside them: one file cannot carry them), else "". The tests of the file
     export writes skip with it."""
-    try:
-        export.export("portable")
-    except export.BundleError as error:
+    error = bundle_of(request.config)
+    if isinstance(error, export.BundleError):
         found = re.search(r"data files your modules read: (.+?) \(in (.+?), found at", str(error))
         if found and all((Path(found[2]) / name).is_file() for name in found[1].split(", ")):
             return f"export refuses this model, as it should: {error}"
@@ -233,7 +250,7 @@ def exported(request: pytest.FixtureRequest, export_refusal: str, mre_run: MreRu
     Skips if the MRE failed (reported once)."""
     if export_refusal:
         pytest.skip(export_refusal)
-    run = request.config.stash.get(FILE_RUN, None) or export_file_run()
+    run = request.config.stash.get(FILE_RUN, None) or export_file_run(request.config)
     if isinstance(run, str):
         return Exported(1, run)
     with contextlib.closing(run):
@@ -319,7 +336,7 @@ def needs_ranks() -> str | None:
 
 @pytest.fixture(scope="session")
 def two_ranks_launch(
-    tmp_path_factory: pytest.TempPathFactory, export_refusal: str
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, export_refusal: str
 ) -> Iterator[Launch | str]:
     """two_ranks.py on RANKS ranks under torchrun, started in the background (the other tests run
     meanwhile), or why it cannot run here. The ranks run the portable export written here (none
@@ -331,7 +348,10 @@ def two_ranks_launch(
     portable = folder / "portable.py"
     # Written without export's own run of it: the ranks run it (exported runs it alone).
     if not export_refusal:
-        portable.write_text(export.export("portable"))
+        bundle = bundle_of(request.config)
+        if isinstance(bundle, export.BundleError):
+            raise bundle
+        portable.write_text(bundle)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     command += [f"--nproc-per-node={RANKS}", str(WORKER), str(folder), str(portable)]
     # One thread per rank: the ranks share this machine's cores, with this process too.
