@@ -1,8 +1,8 @@
 """Bring your own model: real models replace model.py in a fresh bake, and every tool still works.
 
-Each model in tests/own_models/ is dropped into a baked project as a user would, then run through
-the MRE, `check`, `bench`, `export` and the project's own test suite, which runs the portable
-export in an empty folder. One graph-breaking model must fail loudly and briefly; models the
+Each model in tests/own_models/ is dropped into a baked project as a user would, then the
+project's own test suite runs on it, and with it the test of each tool: the MRE, `check`, `bench`,
+the doctor, and `export`, whose file runs in an empty folder. One graph-breaking model must fail loudly and briefly; models the
 tools cannot judge are refused in their words. The transformers models of the README's "Models
 it works with" table (the StaticCache Llama, BERT, ...) run in test_works_with.py.
 """
@@ -84,19 +84,18 @@ CASES = {
 @pytest.mark.full
 @pytest.mark.parametrize("case", CASES)
 def test_every_tool_runs_your_model(case, tmp_path):
-    """The MRE, check, bench, the doctor, export and the project's own tests all work on a
-    replaced model.py; under tensor_parallel the project's suite runs two ranks under torchrun.
-
-    The project's own suite runs the portable export in an empty folder, with the project
-    unimportable, and compares it with the MRE (test_export.py)."""
+    """The project's own tests pass on a replaced model.py, and with them the test of each tool
+    on it: the MRE, check, bench, the doctor and export (which runs the portable file in an empty
+    folder, with the project unimportable, and compares it with the MRE); under tensor_parallel
+    the suite runs two ranks under torchrun too."""
     files, answers = CASES[case]
     project = bake(tmp_path / "bake", **answers)
     package = package_of(project)
     drop_in(project, files, NAMESPACE=package, OP="my_op")
 
-    results = run_tools(project, **answers)
-    assert_runs_here(results)
-    assert results["export"][0] == 0, results["export"][2]
+    ran = tool_runs.run_tools(project, suite_first=True, **answers)
+    assert ran.suite_code == 0, ran.output[-6000:]
+    assert ran.passed == {"mre", "check", "bench", "doctor", "export"}, ran.output[-6000:]
 
 
 STATIC_CACHE = (OWN_MODELS / "static_cache_llama.py").read_text()

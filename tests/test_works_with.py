@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from tool_runs import assert_runs_here
 from works_with import (
     CASES,
     COMMAND,
@@ -37,7 +36,6 @@ def test_each_model_gives_the_verdicts_recorded(name, baked, tmp_path):
 
     found, run = run_case(case, project)
     if case.must_pass:
-        assert_runs_here(run.results)
         failing = {tool: verdict for tool, verdict in found.items() if verdict not in (PASSES, NOT_RUN)}
         assert not failing, f"{name}: {failing}\n{run.output[-6000:]}"
     before = recorded()["models"].get(name, {})
