@@ -1120,6 +1120,27 @@ MUTATIONS = (
         "tests/test_works_with.py -k readme_table_is_the_last",
     ),
     Mutation(
+        "a tool whose test passed in the suite runs again anyway",
+        "tests/tool_runs.py",
+        "    tools([name for name in chosen if name not in passed])",
+        "    tools(chosen)",
+        "tests/test_tool_runs.py -k own_words",
+    ),
+    Mutation(
+        "tool_runs names a test the generated suite does not have: every run repeats that tool",
+        "tests/tool_runs.py",
+        '    "check": ("tests/test_check.py::test_the_model_is_ready",),',
+        '    "check": ("tests/test_check.py::test_model_is_ready",),',
+        "tests/test_tool_runs.py -k generated_suite",
+    ),
+    Mutation(
+        "the works-with cell of a tool that ran again is its failing test's, not the tool's words",
+        "tests/works_with.py",
+        "        tool: PASSES if tool in run.passed else VERDICTS[tool](*run.results[tool])",
+        "        tool: PASSES if tool in run.passed else suite_verdict(run)",
+        "tests/test_works_with.py -k own_words",
+    ),
+    Mutation(
         "the last run's results lose a tool's verdict on a model",
         "tests/works_with.json",
         '"GPT-2": {\n      "mre": "ok",\n',

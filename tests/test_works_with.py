@@ -3,9 +3,12 @@ last run recorded (full tier), and the table is that run's, never edited by hand
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
 
 import pytest
+from tool_runs import ToolRun
 from works_with import (
     CASES,
     COMMAND,
@@ -18,6 +21,7 @@ from works_with import (
     recorded,
     render,
     run_case,
+    verdicts,
 )
 
 WRITE_AGAIN = f"`{COMMAND}` runs every model and writes {RESULTS.name} and the README's table anew"
@@ -46,6 +50,31 @@ def test_each_model_gives_the_verdicts_recorded(name, baked, tmp_path):
     ]
     if changed:
         pytest.fail("\n".join([*changed, f"if that is right, {WRITE_AGAIN}"]), pytrace=False)
+
+
+def test_a_tool_whose_test_did_not_pass_is_judged_in_its_own_words():
+    """Where the suite's test of a tool passed, its cell says ok; where it did not, the tool ran
+    again and its cell is the tool's own first line; the suite's cell names the failing test."""
+    check = {
+        "verdict": 1,
+        "summary": "not ready",
+        "findings": [{"severity": "problem", "what": "graph break", "reason": "print() at model.py:12"}],
+    }
+    printed = [
+        "FAILED tests/test_check.py::test_the_model_is_ready - check exits 1 on your model:",
+        "PASSED " + json.dumps(["mre", "bench", "doctor", "export"]),
+        "RESULTS " + json.dumps({"check": [1, json.dumps(check), ""]}),
+    ]
+    run = ToolRun(subprocess.CompletedProcess([], 1, "\n".join(printed) + "\n", ""))
+    assert verdicts(run, "forward") == {
+        "mre": PASSES,
+        "check": "fails: graph break: print() at model.py:12",
+        "bench": PASSES,
+        "doctor": PASSES,
+        "export": PASSES,
+        "generate": NOT_RUN,
+        "suite": "fails: test_the_model_is_ready: check exits 1 on your model:",
+    }
 
 
 def test_every_model_has_a_verdict_for_every_tool():
