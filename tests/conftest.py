@@ -165,6 +165,11 @@ def again_if_torch_crashed(
     return result
 
 
+# pip byte-compiles each module it installs, thousands for torch and vLLM, most of which no test
+# imports; Python compiles those it imports as it imports them. PIP_COMPILE=0 is --no-compile.
+PIP_WITHOUT_BYTECODE = {"PIP_COMPILE": "0"}
+
+
 def run_in(
     project: Path, *command: str, timeout: float | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:

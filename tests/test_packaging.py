@@ -8,14 +8,17 @@ import venv
 from pathlib import Path
 
 import pytest
-from conftest import bake, package_of
+from conftest import PIP_WITHOUT_BYTECODE, bake, package_of
 
 # pip learned `--group` (PEP 735 dependency groups) in 25.1.
 PIP_WITH_GROUPS = (25, 1)
 
 
-def run(python: Path, *command: str, cwd: Path) -> str:
-    result = subprocess.run([str(python), *command], cwd=cwd, capture_output=True, text=True, check=False)
+def run(python: Path, *command: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+    environment = {**os.environ, **(env or {})}
+    result = subprocess.run(
+        [str(python), *command], cwd=cwd, env=environment, capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
 
@@ -39,7 +42,8 @@ def test_pip_install_editable_with_test_group_then_tests_and_mre_pass(tmp_path):
         run(python, "-m", "pip", "install", "--quiet", "--upgrade", "pip>=25.1", cwd=tmp_path)
     assert pip_version(python, tmp_path) >= PIP_WITH_GROUPS
 
-    run(python, "-m", "pip", "install", "--quiet", "-e", ".", "--group", "test", cwd=project)
+    install = ["-m", "pip", "install", "--quiet", "-e", ".", "--group", "test"]
+    run(python, *install, cwd=project, env=PIP_WITHOUT_BYTECODE)
     run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=project)
     # Installed, not merely on a path: the MRE runs from any folder.
     report = run(python, "-m", f"{package_of(project)}.mre", cwd=tmp_path)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import bake, package_of
+from conftest import PIP_WITHOUT_BYTECODE, bake, package_of
 from test_own_models import drop_in
 
 # The sample's heads have HIDDEN / 8 features: vLLM's CPU attention takes 64, not the default 4.
@@ -46,6 +46,7 @@ def nox_vllm(project: Path, envdir: Path, *posargs: str) -> subprocess.Completed
         if name not in {"NPUGRAPH_BACKEND", "TORCH_DEVICE_BACKEND_AUTOLOAD", "PYTHONPATH"}
     }
     environment["PROJECT_PYTHON"] = sys.executable
+    environment.update(PIP_WITHOUT_BYTECODE)
     command = [*nox, "-s", "vllm", "--envdir", str(envdir), "--", *posargs]
     return subprocess.run(
         command,
