@@ -40,11 +40,11 @@ def nox_vllm(project: Path, envdir: Path, *posargs: str) -> subprocess.Completed
     """`nox -s vllm` in `project`, the project's own Python being this test process's (torch and
     transformers at this suite's pins), as a user's environment is."""
     nox = [sys.executable, "-m", "nox"] if importlib.util.find_spec("nox") else [shutil.which("nox")]
-    environment = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in {"NPUGRAPH_BACKEND", "TORCH_DEVICE_BACKEND_AUTOLOAD", "PYTHONPATH"}
-    }
+    # pip compiles none of vLLM's modules (PIP_WITHOUT_BYTECODE), Python those it imports, and
+    # keeps them for the next run: PYTHONDONTWRITEBYTECODE would have every vLLM start compile
+    # them again.
+    dropped = {"NPUGRAPH_BACKEND", "TORCH_DEVICE_BACKEND_AUTOLOAD", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"}
+    environment = {name: value for name, value in os.environ.items() if name not in dropped}
     environment["PROJECT_PYTHON"] = sys.executable
     environment.update(PIP_WITHOUT_BYTECODE)
     command = [*nox, "-s", "vllm", "--envdir", str(envdir), "--", *posargs]

@@ -1,6 +1,7 @@
 """The models a generated project is known to work with: small-config transformers decoders
 behind the README's StaticCache wrapper in a decode project (its CONFIG, and that import, the
-only change), and transformers encoders in a forward project, each run through every tool.
+only change), and transformers encoders in a forward project, each run through the project's
+own suite, whose tests run every tool on it.
 
 The last run's verdicts are tests/works_with.json, and the generated README's "Models it works
 with" table is written from them: both are written by a run, never by hand.
