@@ -162,11 +162,6 @@ def test_own_test_suite_passes(variant_run, answers):
     assert all(any(need in line for need in needs) for line in skips), skips
 
 
-def export(project: Path, target: str, path: Path) -> None:
-    result = run_in(project, "-m", package_of(project), "export", "-o", str(path), "--target", target)
-    assert result.returncode == 0, result.stderr
-
-
 @per_variant
 def test_exported_mre_lints_clean(variant_run, answers):
     """Both exported files pass ruff check (isort included) and ruff format, standalone."""
@@ -182,8 +177,8 @@ def test_exported_mre_lints_clean(variant_run, answers):
 
 
 # Every variant's own suite runs infer_one_step() in-process; these two also run the module as a
-# user does and its portable export in a separate interpreter, one per mode, with the op styles
-# split between them (each run costs a torch import).
+# user does and the portable file their run exported in a separate interpreter, one per mode,
+# with the op styles split between them (each run costs a torch import).
 ENTRY_POINT_VARIANTS = [
     {"mode": "npugraph_ex", "custom_op": "out_of_place", "op_registration": "torch_library"},
     {"mode": "cache_compile", "custom_op": "in_place", "op_registration": "op_plugin"},
@@ -191,14 +186,20 @@ ENTRY_POINT_VARIANTS = [
 
 
 @pytest.mark.full  # each variant's own suite runs its portable export alone (test_export.py)
-@pytest.mark.parametrize("answers", ENTRY_POINT_VARIANTS, ids=variant_id)
-def test_mre_module_and_portable_export_agree(baked, answers, tmp_path):
+@pytest.mark.parametrize(
+    "answers",
+    [
+        pytest.param(answers, id=variant_id(answers), marks=pytest.mark.xdist_group(variant_id(answers)))
+        for answers in ENTRY_POINT_VARIANTS
+    ],
+)
+def test_mre_module_and_portable_export_agree(baked, variant_run, answers, tmp_path):
     """`python -m <package>.mre` reports the stand-in and why; the portable export, run where only
     torch can be imported, computes the same output."""
     project, clean = baked(**answers), tmp_path / "clean"
     package, output = package_of(project), clean / "output.pt"
     clean.mkdir()
-    export(project, "portable", clean / "mre.py")
+    shutil.copy(variant_run(answers).exports / "portable.py", clean / "mre.py")
     run_alone = (
         "import importlib.util, runpy, torch\n"
         f"assert importlib.util.find_spec({package!r}) is None, 'the project is importable'\n"
