@@ -1,9 +1,9 @@
 """Bring your own model: real models replace model.py in a fresh bake, and every tool still works.
 
 Each model in tests/own_models/ is dropped into a baked project as a user would, then the
-project's own test suite runs on it, and with it the test of each tool: the MRE, `check`, `bench`,
-the doctor, and `export`, whose file runs in an empty folder. One graph-breaking model must fail loudly and briefly; models the
-tools cannot judge are refused in their words. The transformers models of the README's "Models
+project's own test suite runs on it, and with it the test of each tool: the MRE, `check`,
+`bench`, the doctor, and `export`, whose file runs in an empty folder. One graph-breaking model
+must fail loudly and briefly; models the tools cannot judge are refused in their words. The transformers models of the README's "Models
 it works with" table (the StaticCache Llama, BERT, ...) run in test_works_with.py.
 """
 

@@ -202,8 +202,8 @@ def bench_verdict(code: int | None, printed: str, told: str) -> str:
 
 
 def doctor_verdict(code: int | None, printed: str, told: str) -> str:
-    """Off an NPU graph mode falls back (exit 1); no line may FAIL, and the model's neither:
-    the suite's promise (a WARN on the model is not a failure)."""
+    """Off an NPU graph mode falls back (exit 1), and no line FAILs, the model's included: the
+    promise of the suite's doctor test, to which a WARN on the model is no failure."""
     if code is None:
         return failed(first_line(told))
     lines = printed.splitlines()
