@@ -47,6 +47,10 @@ def nox_vllm(project: Path, envdir: Path, *posargs: str) -> subprocess.Completed
     environment = {name: value for name, value in os.environ.items() if name not in dropped}
     environment["PROJECT_PYTHON"] = sys.executable
     environment.update(PIP_WITHOUT_BYTECODE)
+    # Without a network, the noxfile's TORCH_INDEX_URL cannot be reached: pip then gives each
+    # of torch's dependencies up at once, not after five retries with back-off (a minute and more
+    # in all), and finds them where it is configured to, as it does after its retries.
+    environment["PIP_RETRIES"] = "0"
     command = [*nox, "-s", "vllm", "--envdir", str(envdir), "--", *posargs]
     return subprocess.run(
         command,
