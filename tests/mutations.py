@@ -1136,8 +1136,8 @@ MUTATIONS = (
     Mutation(
         "the works-with cell of a tool that ran again is its failing test's, not the tool's words",
         "tests/works_with.py",
-        "        tool: PASSES if tool in run.passed else VERDICTS[tool](*run.results[tool])",
-        "        tool: PASSES if tool in run.passed else suite_verdict(run)",
+        "        return VERDICTS[tool](*run.results[tool])",
+        "        return suite_verdict(run)",
         "tests/test_works_with.py -k own_words",
     ),
     Mutation(

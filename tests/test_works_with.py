@@ -77,6 +77,18 @@ def test_a_tool_whose_test_did_not_pass_is_judged_in_its_own_words():
     }
 
 
+def test_a_run_that_died_before_a_tool_fails_that_tool_in_its_last_words():
+    """A process that died (here after the suite passed the MRE's tests) leaves every tool it
+    never reached failing with the last thing it said, not a KeyError."""
+    printed = "PASSED " + json.dumps(["mre"]) + "\n"
+    run = ToolRun(subprocess.CompletedProcess([], -11, printed, "Fatal Python error: Segmentation fault\n"))
+    died = "fails: Fatal Python error: Segmentation fault"
+    assert verdicts(run, "decode") == {
+        "mre": PASSES,
+        **dict.fromkeys(("check", "bench", "doctor", "export", "generate", "suite"), died),
+    }
+
+
 def test_every_model_has_a_verdict_for_every_tool():
     """The results file holds a verdict of each tool for each model of the cases, and no other."""
     models = recorded()["models"]

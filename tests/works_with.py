@@ -168,6 +168,12 @@ def first_line(text: str) -> str:
     return lines[0]
 
 
+def last_line(text: str) -> str:
+    """What a process said last: why it died, or pytest's summary of a run that failed so."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "(no message)"
+
+
 def failed(reason: str) -> str:
     return f"fails: {reason}"
 
@@ -244,7 +250,7 @@ def suite_verdict(run: ToolRun) -> str:
         return PASSES
     summary = re.findall(r"^(?:FAILED|ERROR) (\S+)(?: - (.*))?$", run.output, re.MULTILINE)
     if not summary:
-        return failed(first_line(run.output))
+        return failed(last_line(run.output))
     test, reason = summary[0]
     name = test.rpartition("::")[2]
     return failed(f"{name}: {reason}" if reason else name)
@@ -262,14 +268,17 @@ VERDICTS = {
 
 def verdicts(run: ToolRun, workload: str) -> dict[str, str]:
     """Each tool's verdict on one run: `ok` where the suite's test of it passed, else the
-    tool's own verdict, `ok` or `fails: ` and its own first line."""
-    if not run.passed and "mre" not in run.results:  # the program itself died: each tool says so
-        return {tool: failed(first_line(run.output)) for tool in TOOLS}
-    found = {
-        tool: PASSES if tool in run.passed else VERDICTS[tool](*run.results[tool])
-        for tool in VERDICTS
-        if tool != "generate" or workload == "decode"
-    }
+    tool's own verdict, `ok` or `fails: ` and its own first line; a tool the run never reached
+    (the program died first) fails with what the program last said."""
+
+    def verdict(tool: str) -> str:
+        if tool in run.passed:
+            return PASSES
+        if tool not in run.results:
+            return failed(last_line(run.output))
+        return VERDICTS[tool](*run.results[tool])
+
+    found = {tool: verdict(tool) for tool in VERDICTS if tool != "generate" or workload == "decode"}
     found["suite"] = suite_verdict(run)
     return {tool: found.get(tool, NOT_RUN) for tool in TOOLS}
 
