@@ -446,11 +446,26 @@ def test_a_logs_tail_is_its_last_lines_without_the_blank_end():
 def test_vllms_kv_cache_gets_one_gib_unless_the_user_set_it(monkeypatch):
     """VLLM_CPU_KVCACHE_SPACE is 1 (GiB) when unset, and the user's value otherwise."""
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     vllm_check.cpu_environment(1)
     assert vllm_check.os.environ["VLLM_CPU_KVCACHE_SPACE"] == "1"
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
     vllm_check.cpu_environment(1)
     assert vllm_check.os.environ["VLLM_CPU_KVCACHE_SPACE"] == "4"
+
+
+def test_one_rank_runs_without_processes_of_vllms_own_unless_the_user_set_it(monkeypatch):
+    """One rank: VLLM_ENABLE_V1_MULTIPROCESSING is 0, so vLLM starts no worker process for it
+    (and the offline engine none for itself), unless the user set it; two ranks need theirs."""
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0|1")
+    vllm_check.cpu_environment(2)
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in vllm_check.os.environ
+    vllm_check.cpu_environment(1)
+    assert vllm_check.os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    vllm_check.cpu_environment(1)
+    assert vllm_check.os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
 
 
 def test_as_many_ranks_as_cores_get_a_core_each(monkeypatch):
@@ -800,6 +815,8 @@ class StandInVllm:
     def __init__(self, tokens: list[list[int]]) -> None:
         self.tokens = tokens
         self.engine: dict = {}
+        self.multiprocessing: str | None = None
+        """VLLM_ENABLE_V1_MULTIPROCESSING as the engine started: vLLM reads it then."""
         self.sampling: dict = {}
         self.prompts: list = []
         self.shut_down = False
@@ -816,6 +833,7 @@ class StandInVllm:
                 os.write(1, b"INFO engine starting\n")
                 os.write(2, b"WARNING stderr too\n")
                 vllm.engine = engine
+                vllm.multiprocessing = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
                 if vllm.failure is not None:
                     os.write(2, b"\xff not text\n")
                     raise vllm.failure
@@ -859,6 +877,7 @@ def stand_in_vllm(monkeypatch: pytest.MonkeyPatch) -> StandInVllm:
     for name, module in vllm.modules().items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     return vllm
 
 
@@ -881,6 +900,7 @@ def test_the_offline_engine_gets_the_export_the_cpu_settings_and_greedy_sampling
         "detokenize": False,
     }
     assert stand_in_vllm.shut_down
+    assert stand_in_vllm.multiprocessing == "0"
     assert printed.splitlines()[0] == "vllm        vLLM's offline engine"
 
 

@@ -244,10 +244,19 @@ def output_to(log: Path) -> Iterator[None]:
 
 def cpu_environment(tensor_parallel_size: int) -> None:
     """What vLLM's CPU build needs told: a KV cache of 1 GiB, where it would reserve most of the
-    machine's memory; and with tensor parallelism, each rank's cores, where it would bind each
-    rank to a NUMA node of its own ("Not enough allowed NUMA nodes") on a one-node machine."""
+    machine's memory; with one rank, no process of vLLM's own for it; and with tensor
+    parallelism, each rank's cores, where it would bind each rank to a NUMA node of its own ("Not
+    enough allowed NUMA nodes") on a one-node machine."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    if tensor_parallel_size == 1 or "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+    if tensor_parallel_size == 1:
+        # vLLM's CPU build starts a worker process for one rank, and the offline engine a process
+        # for its engine, each importing vLLM and torch again (~7 s). Without multiprocessing
+        # (vLLM 0.32.0 vllm/platforms/cpu.py, check_and_update_config) one rank runs in the
+        # engine's process (vllm/config/parallel.py: the "uni" executor), and the offline engine
+        # in this one: the same tokens, only the worker's OpenMP threads go unpinned.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        return
+    if "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
         return
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < tensor_parallel_size:
