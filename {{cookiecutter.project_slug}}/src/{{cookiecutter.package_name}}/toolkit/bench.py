@@ -795,7 +795,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     except (RuntimeError, ValueError) as error:
         print(f"bench: {error}", file=sys.stderr)
         return 2
-    with torch.no_grad(), joined(backend) as ranks:
+    # What your model prints goes to stderr: stdout holds the table (or the JSON) alone.
+    with contextlib.redirect_stdout(sys.stderr), torch.no_grad(), joined(backend) as ranks:
         # Rank 0 alone prints; without tensor parallelism this process is the only rank.
         first = ranks is None or ranks.is_first
         group = None if ranks is None else group_of(ranks)

@@ -17,6 +17,7 @@ crashing: a check that fails unexpectedly is itself a FAIL line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -579,7 +580,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             "$LOCAL_WORLD_SIZE, else 1)",
         )
     arguments = parser.parse_args(argv)
-    checks = run_checks(arguments.nproc_per_node if project.TENSOR_PARALLEL else 1)
+    # What your model prints goes to stderr: stdout holds the report (or the JSON) alone.
+    with contextlib.redirect_stdout(sys.stderr):
+        checks = run_checks(arguments.nproc_per_node if project.TENSOR_PARALLEL else 1)
     code, summary = verdict(checks)
     if arguments.json:
         report = {

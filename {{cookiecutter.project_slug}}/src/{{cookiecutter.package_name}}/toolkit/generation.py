@@ -33,6 +33,7 @@ A decode project's own: the template leaves this file out of forward projects.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import sys
@@ -356,10 +357,12 @@ def main(
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     arguments = parser.parse_args(argv)
     asked = {"loop": loop, "sample": sample}
+    # What your model and loop print goes to stderr: stdout holds the result (or the JSON) alone.
+    quiet = contextlib.redirect_stdout(sys.stderr)
     if project.TENSOR_PARALLEL:
         from .parallel import tensor_parallel
 
-        with tensor_parallel(select_backend().device) as ranks:
+        with quiet, tensor_parallel(select_backend().device) as ranks:
             try:
                 with graph_failures():
                     result = run(arguments.new_tokens, arguments.batch, ranks, **asked)
@@ -374,7 +377,7 @@ def main(
             return 0 if result["matches_eager"] else 1
     else:
         try:
-            with graph_failures():
+            with quiet, graph_failures():
                 result = run(arguments.new_tokens, arguments.batch, **asked)
         except (ValueError, ContractError, GraphFailure) as error:
             refuse(error)
