@@ -68,6 +68,32 @@ def test_the_cache_takes_exactly_max_seq_len_positions_and_at_least_one_new_toke
         cache.check_length(4, 0)
 
 
+def test_a_least_number_of_new_tokens_is_refused_below_it_with_the_reason():
+    """generate's least, 2 new tokens: 1 is refused, saying the first token is the prefill's."""
+    cache = Limits(max_batch=1, max_seq_len=10, capture_sizes=(1,))
+    cache.check_length(4, 2, least=2)
+    below = (
+        "--new-tokens 1: generate at least 2 tokens (the first new token is the eager prefill's; "
+        "decode steps make the rest)"
+    )
+    with pytest.raises(ValueError, match=exactly(below)):
+        cache.check_length(4, 1, least=2)
+
+
+@pytest.mark.parametrize(("prompt", "least"), [(10, 1), (9, 2)])
+def test_a_prompt_leaving_too_little_room_asks_for_a_longer_cache_not_fewer_tokens(prompt, least):
+    """A prompt that leaves the cache fewer positions than the least new tokens: the fix is a
+    larger MAX_SEQ_LEN (by how much) or a shorter prompt, never fewer tokens than the least."""
+    cache = Limits(max_batch=1, max_seq_len=10, capture_sizes=(1,))
+    message = (
+        f"a prompt of {prompt} tokens plus {least} new ones is {prompt + least} positions, more "
+        f"than MAX_SEQ_LEN = 10: raise MAX_SEQ_LEN in model.py to at least {prompt + least}, or "
+        "make example_inputs()'s prompt shorter"
+    )
+    with pytest.raises(ValueError, match=exactly(message)):
+        cache.check_length(prompt, least, least=least)
+
+
 @pytest.fixture
 def declare(monkeypatch):
     """Set model.py's decode names: a valid cache, with the given names overridden (MISSING:

@@ -523,6 +523,7 @@ def test_a_batch_of_no_sequence_is_refused_in_a_line(batch):
 @pytest.mark.parametrize(
     ("arguments", "words"),
     [
+        (("--new-tokens", "1"), "generate at least 2 tokens"),
         (("--new-tokens", "1000"), "more than MAX_SEQ_LEN"),
         (("--batch", "1000"), "more than the largest capture size"),
     ],

@@ -53,13 +53,13 @@ class Limits:
             )
         return size
 
-    def refusals(self, prompt_len: int, new_tokens: int, batch: int) -> list[str]:
-        """Every reason a request (a batch of prompts, new tokens) cannot run, each with its fix;
-        none if it can. All of them: a request refused for one reason alone would be refused
-        again, after the fix, for the next."""
+    def refusals(self, prompt_len: int, new_tokens: int, batch: int, least: int = 1) -> list[str]:
+        """Every reason a request (a batch of prompts, new tokens, at least `least` of them)
+        cannot run, each with its fix; none if it can. All of them: a request refused for one
+        reason alone would be refused again, after the fix, for the next."""
         found = []
         for check in (
-            lambda: self.check_length(prompt_len, new_tokens),
+            lambda: self.check_length(prompt_len, new_tokens, least),
             lambda: self.capture_size(batch),
         ):
             try:
@@ -68,16 +68,29 @@ class Limits:
                 found.append(str(error))
         return found
 
-    def check_length(self, prompt_len: int, new_tokens: int) -> None:
-        """Refuse a prompt plus new tokens that the cache cannot hold."""
-        if new_tokens < 1:
-            raise ValueError(f"--new-tokens {new_tokens}: generate at least 1 token")
+    def check_length(self, prompt_len: int, new_tokens: int, least: int = 1) -> None:
+        """Refuse fewer than `least` new tokens, or a prompt plus new tokens that the cache
+        cannot hold."""
+        if new_tokens < least:
+            raise ValueError(
+                f"--new-tokens {new_tokens}: generate at least 1 token"
+                if least == 1
+                else f"--new-tokens {new_tokens}: generate at least {least} tokens (the first new "
+                "token is the eager prefill's; decode steps make the rest)"
+            )
         if prompt_len + new_tokens > self.max_seq_len:
+            room = self.max_seq_len - prompt_len
+            fix = (
+                f"ask for at most {room} new tokens, or raise MAX_SEQ_LEN in model.py"
+                if room >= least
+                # Asking for fewer cannot help: even `least` new tokens do not fit.
+                else f"raise MAX_SEQ_LEN in model.py to at least {prompt_len + least}, or make "
+                "example_inputs()'s prompt shorter"
+            )
             raise ValueError(
                 f"a prompt of {prompt_len} tokens plus {new_tokens} new ones is "
                 f"{prompt_len + new_tokens} positions, more than MAX_SEQ_LEN = {self.max_seq_len}: "
-                f"ask for at most {self.max_seq_len - prompt_len} new tokens, or raise MAX_SEQ_LEN "
-                "in model.py"
+                + fix
             )
 
 

@@ -63,6 +63,9 @@ Loop = Callable[..., torch.Tensor]
 tokens, (batch, length)."""
 
 NEW_TOKENS = 16
+GRAPH_TOKENS_FROM = 2
+"""The fewest new tokens generate takes: the first is the eager prefill's, so with fewer no
+decode step, and nothing of graph mode, would run."""
 DESCRIPTION = (
     "Generation with your loop (generate.py): an eager prefill of the prompt, then one graph-mode "
     "decode step per new token, checked greedily against eager."
@@ -205,7 +208,7 @@ def run(
         shape = prompt_of(batch, "cpu").shape
     bounds = limits()
     requested = shape[0] if batch is None else batch
-    if refused := bounds.refusals(shape[1], new_tokens, requested):
+    if refused := bounds.refusals(shape[1], new_tokens, requested, least=GRAPH_TOKENS_FROM):
         raise Refused(refused)
     size = bounds.capture_size(shape[0])
     model, graphs = build(backend, ranks)
