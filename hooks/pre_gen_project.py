@@ -24,6 +24,8 @@ RENDERED_ANSWERS = r"""{{ cookiecutter | tojson }}"""
 # beyond the standard library (which sys.stdlib_module_names lists, without its `test` package).
 SHADOWED_MODULES = frozenset(
     {"torch", "torch_npu", "torchair", "npugraph_ex", "numpy", "yaml", "pytest", "nox", "ruff"}
+    # What the decode tools (export-hf, vllm-check), profile's plots and opschema import.
+    | {"transformers", "safetensors", "vllm", "matplotlib", "torchgen"}
     | {"test", "tests", "src"}
 )
 # Module-level names of model.py, the one file that names the model class: a class called one of

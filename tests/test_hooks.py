@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
+import sys
 import tomllib
 from email.headerregistry import Address
 from pathlib import Path
@@ -673,3 +674,18 @@ def test_a_refusal_is_the_hooks_lines_about_that_answer_alone():
     both = {**DEFAULTS, "author_email": "a\n@b"}
     assert pre_gen.refusal("author_email", both) == "\n".join(pre_gen.problems(both))
     assert pre_gen.refusal("author_email", both).count("\n") == 1
+
+
+IMPORT = re.compile(r"^\s*(?:import ([A-Za-z_]\w*)|from ([A-Za-z_]\w*)[\w.]* import )", re.MULTILINE)
+
+
+def test_every_library_the_project_imports_is_a_package_name_refused():
+    """A package named as a library the generated code imports would shadow it (a project named
+    Safetensors breaks export-hf): every top-level module the template's project files import,
+    beyond the standard library, is refused as package_name."""
+    imported = set()
+    for path in (TEMPLATE / "{{cookiecutter.project_slug}}").rglob("*.py"):
+        imported |= {first or second for first, second in IMPORT.findall(path.read_text())}
+    libraries = {name for name in imported if name not in sys.stdlib_module_names} - {"__future__"}
+    assert "torch" in libraries
+    assert libraries <= pre_gen.SHADOWED_MODULES, libraries - pre_gen.SHADOWED_MODULES

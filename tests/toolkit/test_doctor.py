@@ -142,6 +142,17 @@ def test_a_plan_that_refuses_the_ranks_means_nothing_can_run(capsys, refusing_pl
     assert detail.startswith("ValueError: 8 heads cannot be split across 3 ranks")
 
 
+def test_a_model_py_without_parallel_plan_is_a_fail_naming_it(capsys, monkeypatch):
+    """model.py with no parallel_plan() (a model brought from a project without ranks): the plan
+    line is a FAIL saying which name model.py lacks, exit 2."""
+    monkeypatch.delattr(parallel_model, "parallel_plan")
+    code, report = run(capsys, parallel_doctor)
+    assert code == 2
+    status, _, detail = line_of(report, "plan").split(maxsplit=2)
+    assert status == "FAIL"
+    assert detail.startswith("ImportError: cannot import name 'parallel_plan'")
+
+
 def test_a_plan_that_cannot_run_is_refused_before_launch(capsys, swapped_styles):
     """The sharded model is run for 2 ranks in this process: a plan that fails is a short FAIL
     naming its entry, the layer's weight and the input's shape; exit 2."""

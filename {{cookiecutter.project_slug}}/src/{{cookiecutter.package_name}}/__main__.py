@@ -4,7 +4,10 @@
 
 import argparse
 import importlib
+import re
 import sys
+import traceback
+from pathlib import Path
 
 # Command → (module of this package, what it answers); each module has main(arguments, prog). Modules load only when their command runs:
 # `--help` stays instant, and a broken torch cannot stop the doctor from starting.
@@ -49,6 +52,35 @@ COMMANDS = {
 }
 
 
+def your_code_failed(error: ImportError | SyntaxError) -> str | None:
+    """One line for a failure to import your own code: a syntax error in a file of yours, a
+    failing import in one, or a contract name model.py lacks. None for an error of anything
+    else, which keeps its traceback."""
+    package = Path(__file__).parent
+    missing = re.match(r"cannot import name '(\w+)'", str(error))
+    if missing and error.name in {f"{__package__}.model", f"{__package__}.generate"}:
+        module = error.name.rpartition(".")[2]
+        return (
+            f"{module}.py defines no {missing[1]}, which this command needs (README, section "
+            "'What is where', lists the names)"
+        )
+    broken = Path(error.filename or "") if isinstance(error, SyntaxError) else None
+    if broken and broken.is_relative_to(package):
+        where = broken.relative_to(package.parent)
+        return f"{where}, line {error.lineno}: SyntaxError: {error.msg}"
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if Path(frame.filename).is_relative_to(package)
+        and not Path(frame.filename).is_relative_to(package / "toolkit")
+        and Path(frame.filename) != Path(__file__)
+    ]
+    if frames:
+        where = Path(frames[-1].filename).relative_to(package.parent)
+        return f"{where}, line {frames[-1].lineno}: {type(error).__name__}: {error}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     width = max(map(len, COMMANDS))
     listing = "\n".join(f"  {name:<{width}}  {about}" for name, (_, about) in COMMANDS.items())
@@ -61,9 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("arguments", nargs=argparse.REMAINDER, help="the command's own (--help)")
     parsed = parser.parse_args(argv)
     module_name, _ = COMMANDS[parsed.command]
-    module = importlib.import_module(f".{module_name}", __package__)
     prog = f"python -m {__package__} {parsed.command}"
-    return module.main(parsed.arguments, prog=prog)
+    try:
+        module = importlib.import_module(f".{module_name}", __package__)
+        return module.main(parsed.arguments, prog=prog)
+    except (ImportError, SyntaxError) as error:
+        if (told := your_code_failed(error)) is None:
+            raise
+        print(f"{parsed.command}: {told}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -403,14 +403,16 @@ def check_plan(wanted: int) -> Check:
     example_inputs(): rehearsed in this process, with no torchrun and no device."""
     import torch
 
+    from .contract import to_device
+    from .parallel import PlanError, rehearse
+
     fix = (
         "as the message says: another --nproc-per-node, or change parallel_plan() or the model "
         "in model.py"
     )
     try:
+        # Inside: model.py may fail to import, or lack a name, and that is this check's FAIL.
         from ..model import build_model, example_inputs, parallel_plan
-        from .contract import to_device
-        from .parallel import PlanError, rehearse
 
         torch.manual_seed(0)
         plan = parallel_plan(wanted)

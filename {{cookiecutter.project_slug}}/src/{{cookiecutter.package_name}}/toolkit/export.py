@@ -302,7 +302,8 @@ def load(name: str, target: str) -> Module:
     path = source_of(name)
     module = Module(name, path)
     text = path.read_text()
-    tree = ast.parse(text)
+    # Named, so that a syntax error in your module is told as its file and line.
+    tree = ast.parse(text, filename=str(path))
     lines = text.splitlines()
     for node in tree.body:
         if is_docstring(node) and node is tree.body[0]:
