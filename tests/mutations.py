@@ -926,11 +926,11 @@ MUTATIONS = (
     Mutation(
         "generate builds the model before it refuses a request",
         f"{TOOLKIT}/generation.py",
-        "    if refused := bounds.refusals(shape[1], new_tokens, requested):\n"
+        "    if refused := bounds.refusals(shape[1], new_tokens, requested, least=GRAPH_TOKENS_FROM):\n"
         "        raise Refused(refused)\n    size = bounds.capture_size(shape[0])\n"
         "    model, graphs = build(backend, ranks)\n",
         "    model, graphs = build(backend, ranks)\n"
-        "    if refused := bounds.refusals(shape[1], new_tokens, requested):\n"
+        "    if refused := bounds.refusals(shape[1], new_tokens, requested, least=GRAPH_TOKENS_FROM):\n"
         "        raise Refused(refused)\n    size = bounds.capture_size(shape[0])\n",
         "tests/toolkit/test_generation.py -k before_a_model_is_built",
         None,
@@ -2450,6 +2450,56 @@ MUTATIONS = (
         '        r"Following weights were not initialized from checkpoint: (\\{.*?\\})",',
         '        r"Following weights were not initialised from checkpoint: (\\{.*?\\})",',
         "tests/toolkit/test_vllm_check.py -k 'cause and parameter'",
+    ),
+    Mutation(
+        "vllm-check starts a process of vLLM's own for one rank",
+        f"{TOOLKIT}/vllm_check.py",
+        '        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")\n',
+        "",
+        "tests/toolkit/test_vllm_check.py -k 'one_rank or offline_engine_gets'",
+    ),
+    Mutation(
+        "bench's JSON carries what the model prints",
+        f"{TOOLKIT}/bench.py",
+        "    with contextlib.redirect_stdout(sys.stderr), torch.no_grad(), joined(backend) as ranks:",
+        "    with torch.no_grad(), joined(backend) as ranks:",
+        "tests/toolkit/test_model_prints.py -k bench",
+    ),
+    Mutation(
+        "generate takes one new token, which runs no decode step in graph mode",
+        f"{TOOLKIT}/generation.py",
+        "GRAPH_TOKENS_FROM = 2\n",
+        "GRAPH_TOKENS_FROM = 1\n",
+        "tests/toolkit/test_generation.py -k before_a_model_is_built",
+    ),
+    Mutation(
+        "a prompt that fills the cache is told to ask for 0 new tokens",
+        f"{TOOLKIT}/decode.py",
+        "                if room >= least\n",
+        "                if room >= 0\n",
+        "tests/toolkit/test_decode.py -k too_little_room",
+    ),
+    Mutation(
+        "the command line shows a traceback for a contract name model.py lacks",
+        f"{PACKAGE}/__main__.py",
+        "    if missing and error.name in",
+        "    if False and error.name in",
+        "tests/toolkit/test_your_code_failed.py -k contract_name",
+    ),
+    Mutation(
+        "the doctor's plan check fails on its own import when model.py lacks parallel_plan",
+        f"{TOOLKIT}/doctor.py",
+        "    from .contract import to_device\n    from .parallel import PlanError, rehearse\n\n",
+        "    from .contract import to_device\n\n    if False:\n        from .parallel import PlanError\n"
+        "    from .parallel import rehearse\n\n",
+        "tests/toolkit/test_doctor.py -k without_parallel_plan",
+    ),
+    Mutation(
+        "a package named transformers is baked, and hides the library",
+        "hooks/pre_gen_project.py",
+        '    | {"transformers", "safetensors", "vllm", "matplotlib", "torchgen"}',
+        '    | {"safetensors", "vllm", "matplotlib", "torchgen"}',
+        "tests/test_hooks.py -k every_library",
     ),
 )
 
