@@ -1254,3 +1254,63 @@ def test_a_tensor_parallel_help_reads_as_its_snapshot(help_of, snapshot):
     """--help of a tensor-parallel project's check, with --nproc-per-node, is the reviewed text."""
     parallel_check = importlib.import_module("parallel_project.toolkit.check")
     assert help_of(parallel_check.main, "python -m parallel_project check") == snapshot
+
+
+# --- The custom operator's fake function, checked on the model's own calls: the stand-in traces
+# with it but runs the kernel, so no rung can tell a wrong one.
+
+
+@torch.library.custom_op("check_tests::doubled", mutates_args=())
+def doubled(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@doubled.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("check_tests::doubled_short_fake", mutates_args=())
+def doubled_short_fake(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@doubled_short_fake.register_fake
+def _(x):
+    return x.new_empty(x.shape[:-1])  # a dimension short of the kernel's output
+
+
+class CallsDoubled(nn.Module):
+    def forward(self, x):
+        return doubled(x) + 1
+
+
+class CallsShortFake(nn.Module):
+    def forward(self, x):
+        return doubled_short_fake(x) + 1
+
+
+@pytest.mark.parametrize("project", ["forward_project", "decode_project"], indirect=True)
+def test_a_fake_function_that_disagrees_with_its_kernel_is_a_problem(capsys, project, monkeypatch):
+    """The project's operator with a fake function a dimension short: a problem naming the
+    operator, the two shapes and the fix, exit 1, though every rung matches eager."""
+    monkeypatch.setattr(project.check.project, "OP", "check_tests::doubled_short_fake")
+    code, result = run_check(capsys, project, CallsShortFake, torch.ones(2, 3))
+    assert code == 1
+    (found,) = [f for f in result["findings"] if f["what"].startswith("check_tests::")]
+    assert found["what"] == "check_tests::doubled_short_fake's fake function"
+    assert "Shapes torch.Size([2, 3]) and torch.Size([2]) are not equal!" in found["reason"]
+    assert found["hint"].startswith("make the fake function (custom_op.py) return what the kernel")
+    assert {rung["status"] for rung in result["rungs"]} <= {"ok", "skipped"}
+
+
+def test_a_fake_function_that_agrees_with_its_kernel_passes(capsys, monkeypatch):
+    """The project's operator with a right fake function: no finding about it, ready."""
+    tool = importlib.import_module("forward_project.toolkit.check")
+    monkeypatch.setattr(tool.project, "OP", "check_tests::doubled")
+    model = importlib.import_module("forward_project.model")
+    monkeypatch.setattr(model, "build_model", CallsDoubled)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(2, 3),))
+    code = tool.main(["--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert (code, result["findings"]) == (0, [])

@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters, guard_failures
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from . import project
 from .backend import (
@@ -198,6 +200,51 @@ def traced_frame(text: str) -> str:
 def error_frame(error: BaseException) -> str:
     """Where in your code an error arose: Dynamo names the traced line in its message."""
     return traced_frame(str(error)) or user_frame(traceback.extract_tb(error.__traceback__))
+
+
+class OpCalls(TorchDispatchMode):
+    """Notes the first call of each overload of the operator `name` (namespace::name), with its
+    arguments cloned before the call: what the model really gives it."""
+
+    def __init__(self, name: str | None) -> None:
+        super().__init__()
+        self.name = name
+        self.calls: dict[torch._ops.OpOverload, tuple[Any, Any]] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        if func._schema.name == self.name and func not in self.calls:
+            self.calls[func] = (clone(args), clone(kwargs))
+        return func(*args, **kwargs)
+
+
+def fake_problems(calls: OpCalls) -> list[Finding]:
+    """The custom operator's fake (or Meta) function against its kernel, on the model's own calls:
+    torch.library.opcheck's schema and fake-tensor tests. The stand-in traces with the fake
+    function but runs the kernel, so only this shows a wrong one off an NPU; on an NPU,
+    npugraph_ex lays out the graph's memory by it."""
+    hint = (
+        "make the Meta function (meta_registrations.py) return what the kernel returns: shape, "
+        "dtype, device; README, section 'The op-plugin operator'"
+        if project.OP_PLUGIN
+        else "make the fake function (custom_op.py) return what the kernel returns: shape, dtype, "
+        "device; README, section 'The custom operator'"
+    )
+    findings = []
+    for op, (args, kwargs) in calls.calls.items():
+        if any(
+            type(leaf) is not torch.Tensor
+            for leaf in tree_leaves((args, kwargs))
+            if isinstance(leaf, torch.Tensor)
+        ):
+            continue  # a rank's DTensor shards: opcheck takes plain tensors
+        try:
+            torch.library.opcheck(op, args, kwargs, test_utils=("test_schema", "test_faketensor"))
+        except Exception as error:  # noqa: BLE001  (the user's op may raise anything)
+            what = f"{op._schema.name}'s {'Meta' if project.OP_PLUGIN else 'fake'} function"
+            reason = first_line(error).removesuffix(" (scroll up for stack trace)")
+            findings.append(Finding(what, reason, hint=hint))
+    return findings
 
 
 def graph_breaks(model: torch.nn.Module, inputs: tuple[Any, ...]) -> list[Finding]:
@@ -414,8 +461,11 @@ def check(ranks: Ranks | None = None) -> Result:
             torch.manual_seed(1)
             again = to_device(example_inputs(), device)
         start, rng, given = save(model), torch.get_rng_state(), clone(inputs)
+        calls = OpCalls(project.OP)
         with torch.no_grad(), watching(model, DECODE_STEP if project.DECODE else FIRST_CALL):
-            expected = Eager(start, clone(model(*given)), save(model), given, rng)
+            with calls if project.OP else contextlib.nullcontext():
+                output = model(*given)
+            expected = Eager(start, clone(output), save(model), given, rng)
     except StateOutOfSight as error:
         found = Finding(
             "state the tools cannot save", "\n            ".join(error.found), hint=error.fix
@@ -444,6 +494,7 @@ def check(ranks: Ranks | None = None) -> Result:
         )
     # The second call brings the same non-tensor values: say what new ones would do.
     result.findings += constants_baked_in(inputs)
+    result.findings += fake_problems(calls)
     result.findings += graph_breaks(model, inputs)
     ladder = rungs_here(npu_ok)
     # The last rung is the backend the MRE runs, whatever chose it: ready means ready for that.

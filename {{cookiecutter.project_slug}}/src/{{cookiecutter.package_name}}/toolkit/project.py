@@ -26,3 +26,5 @@ CUSTOM_OP: str = settings.CUSTOM_OP
 OP_REGISTRATION: str | None = getattr(settings, "OP_REGISTRATION", None)
 """torch_library or op_plugin; None without a custom op."""
 OP_PLUGIN = OP_REGISTRATION == "op_plugin"
+OP: str | None = f"{settings.OP_NAMESPACE}::{settings.OP_NAME}" if CUSTOM_OP != "none" else None
+"""The custom operator the model calls, as its schema names it (namespace::name); None without."""
