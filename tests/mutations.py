@@ -2501,6 +2501,20 @@ MUTATIONS = (
         '    | {"safetensors", "vllm", "matplotlib", "torchgen"}',
         "tests/test_hooks.py -k every_library",
     ),
+    Mutation(
+        "check leaves a fake function that disagrees with its kernel to the NPU",
+        f"{TOOLKIT}/check.py",
+        "    result.findings += fake_problems(calls)\n",
+        "",
+        "tests/toolkit/test_check.py -k fake_function",
+    ),
+    Mutation(
+        "check watches every operator for the project's",
+        f"{TOOLKIT}/check.py",
+        "        if func._schema.name == self.name and func not in self.calls:",
+        "        if func not in self.calls:",
+        "tests/toolkit/test_check.py -k fake_function",
+    ),
 )
 
 

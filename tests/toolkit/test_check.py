@@ -1305,12 +1305,20 @@ def test_a_fake_function_that_disagrees_with_its_kernel_is_a_problem(capsys, pro
 
 
 def test_a_fake_function_that_agrees_with_its_kernel_passes(capsys, monkeypatch):
-    """The project's operator with a right fake function: no finding about it, ready."""
+    """The project's operator with a right fake function: no finding about it, ready; opcheck
+    ran on that operator alone, not on each of the model's aten ops (minutes in a real model)."""
     tool = importlib.import_module("forward_project.toolkit.check")
     monkeypatch.setattr(tool.project, "OP", "check_tests::doubled")
     model = importlib.import_module("forward_project.model")
     monkeypatch.setattr(model, "build_model", CallsDoubled)
     monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(2, 3),))
+    checked, opcheck = [], torch.library.opcheck
+    monkeypatch.setattr(
+        torch.library,
+        "opcheck",
+        lambda op, *rest, **more: checked.append(str(op)) or opcheck(op, *rest, **more),
+    )
     code = tool.main(["--json"])
     result = json.loads(capsys.readouterr().out)
     assert (code, result["findings"]) == (0, [])
+    assert checked == ["check_tests.doubled.default"]
