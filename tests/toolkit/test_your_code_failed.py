@@ -4,66 +4,77 @@ name model.py lacks that the command needs. An error of anything else keeps its 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import os
+import io
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 PACKAGE = "decode_project"
-TIMEOUT = 300  # seconds: torch's import on a loaded 2-core machine, then a refusal
 
 
-def run_broken(tmp_path: Path, command: str, old: str, new: str) -> subprocess.CompletedProcess[str]:
-    """`python -m decode_project <command>` on a copy of the project whose model.py has `old`
-    replaced by `new`."""
+def run_broken(tmp_path: Path, monkeypatch, command: str, old: str, new: str) -> tuple[int, str, str]:
+    """`python -m <package> <command>` on a copy of the decode project whose model.py has `old`
+    replaced by `new`: the exit status, stdout and stderr. The copy is a package of its own name
+    (its imports are relative), imported fresh in this process, as a new process would."""
+    name = broken(tmp_path)
     source = Path(importlib.import_module(PACKAGE).__file__).parent
-    copy = tmp_path / PACKAGE
+    copy = tmp_path / name
     shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__"))
     model = copy / "model.py"
     text = model.read_text()
     assert text.count(old) == 1, old
     model.write_text(text.replace(old, new))
-    environment = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    return subprocess.run(
-        [sys.executable, "-m", PACKAGE, command],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    printed, told = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(told):
+            code = importlib.import_module(f"{name}.__main__").main([command])
+    finally:
+        for loaded in [key for key in sys.modules if key == name or key.startswith(f"{name}.")]:
+            del sys.modules[loaded]
+    return code, printed.getvalue(), told.getvalue()
 
 
-def test_a_contract_name_model_py_lacks_is_named_in_one_line(tmp_path):
+def broken(tmp_path: Path) -> str:
+    """The name of run_broken()'s copy."""
+    return f"broken_{tmp_path.name.replace('-', '_')}"
+
+
+def test_a_contract_name_model_py_lacks_is_named_in_one_line(tmp_path, monkeypatch):
     """model.py without example_inputs(): generate, whose loop imports it, exits 2 naming it."""
-    run = run_broken(tmp_path, "generate", "def example_inputs(", "def example_input(")
-    assert (run.returncode, run.stdout) == (2, "")
-    assert run.stderr == (
+    code, printed, told = run_broken(
+        tmp_path, monkeypatch, "generate", "def example_inputs(", "def example_input("
+    )
+    assert (code, printed) == (2, "")
+    assert told == (
         "generate: model.py defines no example_inputs, which this command needs (README, section "
         "'What is where', lists the names)\n"
     )
 
 
-def test_a_syntax_error_in_model_py_is_its_file_and_line(tmp_path):
+def test_a_syntax_error_in_model_py_is_its_file_and_line(tmp_path, monkeypatch):
     """A syntax error in model.py: bench exits 2 with the file, the line and Python's words."""
     text = (Path(importlib.import_module(PACKAGE).__file__).parent / "model.py").read_text()
     line = text.splitlines().index("MAX_SEQ_LEN = 40") + 1
-    run = run_broken(tmp_path, "bench", "MAX_SEQ_LEN = 40\n", "MAX_SEQ_LEN = 40 +\n")
-    assert (run.returncode, run.stdout) == (2, "")
-    assert run.stderr == f"bench: {PACKAGE}/model.py, line {line}: SyntaxError: invalid syntax\n"
+    code, printed, told = run_broken(
+        tmp_path, monkeypatch, "bench", "MAX_SEQ_LEN = 40\n", "MAX_SEQ_LEN = 40 +\n"
+    )
+    assert (code, printed) == (2, "")
+    assert told == f"bench: {broken(tmp_path)}/model.py, line {line}: SyntaxError: invalid syntax\n"
 
 
-def test_an_import_of_yours_that_fails_is_told_at_your_line(tmp_path):
+def test_an_import_of_yours_that_fails_is_told_at_your_line(tmp_path, monkeypatch):
     """model.py importing a module that is not installed: profile exits 2 naming model.py's line."""
-    run = run_broken(tmp_path, "profile", "import torch\n", "import torch\nimport not_installed_here\n")
-    assert (run.returncode, run.stdout) == (2, "")
-    assert run.stderr.startswith(f"profile: {PACKAGE}/model.py, line ")
-    assert run.stderr.endswith(": ModuleNotFoundError: No module named 'not_installed_here'\n")
+    code, printed, told = run_broken(
+        tmp_path, monkeypatch, "profile", "import torch\n", "import torch\nimport not_installed_here\n"
+    )
+    assert (code, printed) == (2, "")
+    assert told.startswith(f"profile: {broken(tmp_path)}/model.py, line ")
+    assert told.endswith(": ModuleNotFoundError: No module named 'not_installed_here'\n")
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import {{ cookiecutter.package_name }}
+from {{ cookiecutter.package_name }}.toolkit import project
 from {{ cookiecutter.package_name }}.toolkit.contract import DEFAULT_TOLERANCES
 
 README = Path(__file__).parents[1] / "README.md"
@@ -16,6 +17,16 @@ OTHER_PROJECTS = {"Generation", "A transformers Llama with a StaticCache"}
 """Sections of another project's README: the toolkit is the same in every project, and names these
 only where that project's answers bring them (the doctor's decode line, and the sliding-window
 fix of a cache's refusal, in a decode project)."""
+# check's hint for a custom operator's fake or Meta function names the section of the way the
+# operator is registered: each is in the projects whose operator is registered so.
+OTHER_PROJECTS |= {
+    name
+    for name, here in {
+        "The custom operator": project.CUSTOM_OP != "none" and not project.OP_PLUGIN,
+        "The op-plugin operator": project.OP_PLUGIN,
+    }.items()
+    if not here
+}
 
 
 def headings() -> set[str]:

@@ -211,7 +211,7 @@ class OpCalls(TorchDispatchMode):
         self.name = name
         self.calls: dict[torch._ops.OpOverload, tuple[Any, Any]] = {}
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func._schema.name == self.name and func not in self.calls:
             self.calls[func] = (clone(args), clone(kwargs))
