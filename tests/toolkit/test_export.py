@@ -825,3 +825,19 @@ def test_what_runs_to_prove_each_target(monkeypatch, npu_ok):
         )
     )
     assert export.rehearsal("npu", "# the npu file\n") == expected
+
+
+@pytest.mark.parametrize("where", ["missing/bug.py", "."])
+def test_an_output_no_file_can_be_written_at_is_refused_before_the_bundle(
+    where, tmp_path, monkeypatch, capsys
+):
+    """-o in a folder that does not exist, or naming a folder: a usage error (exit 2) saying
+    which, before anything is bundled or run."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(export, "export", lambda target: pytest.fail("bundled for an output it cannot write"))
+    with pytest.raises(SystemExit) as exit_:
+        export.main(["-o", where])
+    assert exit_.value.code == 2
+    told = capsys.readouterr().err.splitlines()[-1]
+    reason = "is a folder" if where == "." else "is in a folder that does not exist"
+    assert told.endswith(f"argument -o/--output: {where} {reason}: give a file in an existing folder")

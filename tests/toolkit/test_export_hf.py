@@ -231,3 +231,14 @@ def test_a_tensor_parallel_project_serves_on_as_many_ranks(tmp_path):
     assert "--tensor-parallel-size 2" in printed
     _, printed, _ = export_command(tmp_path, parallel_export_hf, "--tensor-parallel-size", "4")
     assert "--tensor-parallel-size 4" in printed
+
+
+def test_a_file_where_the_folder_goes_is_refused_in_one_line(tmp_path):
+    """DIRECTORY naming a file: exit 2, one line naming it and why, nothing printed, the file
+    untouched."""
+    taken = tmp_path / "a_file"
+    taken.write_text("mine\n")
+    code, printed, told = export_command(taken)
+    assert (code, printed) == (2, "")
+    assert told == f"export-hf: cannot write {taken}: File exists\n"
+    assert taken.read_text() == "mine\n"

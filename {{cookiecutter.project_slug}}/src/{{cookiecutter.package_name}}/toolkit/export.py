@@ -1244,6 +1244,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("--target", choices=["npu", "portable"], default="npu")
     arguments = parser.parse_args(argv)
     output, target = arguments.output, arguments.target
+    # Before the bundle and its run, which take seconds: a place the file cannot go.
+    if output.is_dir() or not output.absolute().parent.is_dir():
+        where = "is a folder" if output.is_dir() else "is in a folder that does not exist"
+        parser.error(f"argument -o/--output: {output} {where}: give a file in an existing folder")
     try:
         text = export(target)
         runnable, what, unrun = rehearsal(target, text)
@@ -1263,7 +1267,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if code == 1:
         print(f"export: {verdict}; nothing written to {output}", file=sys.stderr)
         return 1
-    write(output, text)
+    try:
+        write(output, text)
+    except OSError as error:
+        print(f"export: cannot write {output}: {error.strerror}", file=sys.stderr)
+        return 1
     print(f"wrote {output} ({target} target): {verdict}", file=sys.stderr)
     if unrun:
         print(f"  {unrun}", file=sys.stderr)

@@ -177,6 +177,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     except (ExportError, ContractError) as error:
         print(f"export-hf: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # a folder that cannot be made: a file by that name, no permission
+        print(f"export-hf: cannot write {arguments.directory}: {error.strerror}", file=sys.stderr)
+        return 2
     size = getattr(arguments, "tensor_parallel_size", None)
     written = ", ".join(name for name in FILES if (exported.directory / name).exists())
     print(f"wrote {exported.directory}: {written} ({exported.architecture}, {exported.kind})")
