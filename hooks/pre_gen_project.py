@@ -134,7 +134,8 @@ def check_decode_shape(text: str, ranks: int) -> str | None:
             if ranks > 1
             else ""
         )
-        example = f"{text.rpartition(',')[0]}, {hidden + step - hidden % step}"
+        leading = [part.strip() for part in text.split(",")[:-1]]
+        example = ", ".join([*leading, str(hidden + step - hidden % step)])
         return f"has a hidden size of {hidden}, which workload=decode needs divisible by {step} ({why}); e.g. {example}"
     return None
 

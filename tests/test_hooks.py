@@ -144,7 +144,7 @@ BAD_OP_ANSWERS = {
         {"workload": "decode"},
         "input_shape",
         "2,8,33",
-        "has a hidden size of 33, which workload=decode needs divisible by 2",
+        "needs divisible by 2 (rotary positions turn pairs of features); e.g. 2, 8, 34",
     ),
     "decode over two ranks with a hidden size of 2 mod 4": (
         {"workload": "decode", "parallel": "tensor_parallel"},

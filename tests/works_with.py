@@ -325,7 +325,7 @@ def render(results: dict) -> str:
 
 # Jinja leaves what is between them as it is, and them out of the generated README.
 BEGIN = "{# works-with table: `nox -s works_with` writes it from tests/works_with.json -#}\n{% raw -%}\n"
-END = "{% endraw -%}\n{# end of the works-with table -#}\n"
+END = "{% endraw -%}\n{# end of the works-with table: the line break after it leaves one blank line #}\n"
 
 
 def readme_table(readme: str) -> str:
