@@ -2515,6 +2515,13 @@ MUTATIONS = (
         "        if func not in self.calls:",
         "tests/toolkit/test_check.py -k fake_function",
     ),
+    Mutation(
+        "generate lets a sampler's ids outside the vocabulary fail deep in the model",
+        f"{TOOLKIT}/generation.py",
+        "        if bool((token < 0).any() | (token >= vocab).any()):",
+        "        if bool((token < 0).any()):",
+        "tests/toolkit/test_generation.py -k outside_the_vocabulary",
+    ),
 )
 
 

@@ -227,6 +227,18 @@ def test_a_sampler_that_gives_no_token_per_sequence_is_refused_naming_what_it_ga
     )
 
 
+@pytest.mark.parametrize("built", ["decode_project"], indirect=True)
+def test_a_sampler_that_chooses_ids_outside_the_vocabulary_is_refused_in_a_line(built, monkeypatch):
+    """A sample() whose ids are past the logits' last dimension: exit 2, one line naming the
+    vocabulary's range and the ids, not an embedding's IndexError from inside the model."""
+    monkeypatch.setattr(generate, "sample", lambda logits: logits[:, -1:].argmax(-1) + 1000)
+    code, printed, told = generate_command(built, *FEW)
+    assert (code, printed) == (2, "")
+    (line,) = told.splitlines()
+    vocab = tool(built, "model").VOCAB
+    assert line.startswith(f"generate: sample() must choose token ids of the vocabulary, 0 to {vocab - 1}")
+
+
 @pytest.mark.parametrize(
     ("returned", "gave"),
     [

@@ -96,6 +96,14 @@ def checked(sample: Sample) -> Sample:
                 f"{expected} (batch, 1), got {describe(token)}; e.g. `logits[:, -1:].argmax(-1)` "
                 "or `torch.multinomial(probabilities, 1)`"
             )
+        # Outside the vocabulary, the next step's embedding would fail deep in the model. Each
+        # check waits for the device, in this run only: generate times the greedy runs.
+        vocab = logits.shape[-1]
+        if bool((token < 0).any() | (token >= vocab).any()):
+            raise ContractError(
+                f"sample() must choose token ids of the vocabulary, 0 to {vocab - 1} (the logits' "
+                f"last dimension), got {token.flatten().tolist()}"
+            )
         return token
 
     return sample_checked
