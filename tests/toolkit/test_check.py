@@ -591,7 +591,7 @@ def test_a_model_that_fails_eagerly_is_checked_no_further(capsys, project):
                 "what": "eager run fails",
                 "reason": "ValueError: bad input",
                 "where": f"{__file__}:{line_of('check must point at this line')} (forward)",
-                "hint": check.FALLBACK_HINT,
+                "hint": "it fails before graph mode runs: fix model.py at the line named (`where`)",
                 "severity": "problem",
                 "path": "",
                 "mismatches": [],

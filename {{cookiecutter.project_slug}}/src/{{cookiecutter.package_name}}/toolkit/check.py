@@ -126,6 +126,8 @@ HINTS: tuple[tuple[str, str], ...] = (
     ),
 )
 FALLBACK_HINT = "see the reason; README, section 'Fault isolation'"
+EAGER_HINT = "it fails before graph mode runs: fix model.py at the line named (`where`)"
+"""For a model that fails to build or to run eagerly: graph mode's fault isolation cannot help."""
 DIFFERS_HINT = (
     "a few elements off by rounding: set TOLERANCES in model.py (README, section 'Tolerances'); "
     "far off: the first rung that differs is the stage at fault (README, section 'Fault "
@@ -133,9 +135,9 @@ DIFFERS_HINT = (
 )
 
 
-def hint_for(text: str) -> str:
-    """The first hint whose pattern occurs in `text`."""
-    return next((hint for pattern, hint in HINTS if re.search(pattern, text)), FALLBACK_HINT)
+def hint_for(text: str, fallback: str = FALLBACK_HINT) -> str:
+    """The first hint whose pattern occurs in `text`, else `fallback`."""
+    return next((hint for pattern, hint in HINTS if re.search(pattern, text)), fallback)
 
 
 @dataclass
@@ -440,7 +442,8 @@ def check(ranks: Ranks | None = None) -> Result:
 
             model = ranks.shard(model, parallel_plan(ranks.size))
     except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
-        found = Finding("build fails", first_line(error), error_frame(error), hint_for(str(error)))
+        hint = hint_for(str(error), EAGER_HINT)
+        found = Finding("build fails", first_line(error), error_frame(error), hint)
         return refused(result, found, "the model does not build: fix that first")
     result.model = type(model).__name__
     if found := settings_problem():
@@ -473,7 +476,10 @@ def check(ranks: Ranks | None = None) -> Result:
         return refused(result, found, "nothing was compared: no run can start from eager's state")
     except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
         found = Finding(
-            "eager run fails", first_line(error), error_frame(error), hint_for(str(error))
+            "eager run fails",
+            first_line(error),
+            error_frame(error),
+            hint_for(str(error), EAGER_HINT),
         )
         return refused(result, found, "the model does not run eagerly: fix that first")
     try:
