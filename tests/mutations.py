@@ -2522,6 +2522,13 @@ MUTATIONS = (
         "        if bool((token < 0).any()):",
         "tests/toolkit/test_generation.py -k outside_the_vocabulary",
     ),
+    Mutation(
+        "check lets a prompt that fills the cache fail as an eager IndexError",
+        f"{TOOLKIT}/check.py",
+        "                limits().check_prompt(inputs[0].shape[1])\n",
+        "                pass\n",
+        "tests/toolkit/test_check.py -k fills_the_cache",
+    ),
 )
 
 

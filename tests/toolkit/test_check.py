@@ -1322,3 +1322,24 @@ def test_a_fake_function_that_agrees_with_its_kernel_passes(capsys, monkeypatch)
     result = json.loads(capsys.readouterr().out)
     assert (code, result["findings"]) == (0, [])
     assert checked == ["check_tests.doubled.default"]
+
+
+def test_a_prompt_that_fills_the_cache_is_a_settings_problem(capsys, monkeypatch):
+    """MAX_SEQ_LEN no longer than example_inputs()'s prompt: one finding saying that the decode
+    step after it has no position, and the fix, as bench says it; exit 2, no rung."""
+    (prompt,) = decode_model.example_inputs()
+    monkeypatch.setattr(decode_model, "MAX_SEQ_LEN", prompt.shape[1])
+    code = decode_check.main(["--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert (code, result["summary"], result["rungs"]) == (
+        2,
+        "model.py's settings are wrong: fix them first",
+        [],
+    )
+    (found,) = result["findings"]
+    assert (found["what"], found["hint"]) == ("decode settings", "README, section 'Generation'")
+    assert found["reason"] == (
+        f"example_inputs()'s prompt has {prompt.shape[1]} tokens: the decode step after it writes "
+        f"position {prompt.shape[1]}, beyond MAX_SEQ_LEN = {prompt.shape[1]}; shorten the prompt or "
+        "raise MAX_SEQ_LEN in model.py"
+    )

@@ -235,12 +235,7 @@ def build(backend: Backend, ranks: Ranks | None = None) -> tuple[torch.nn.Module
 
     model, graphs = build_decode(backend, ranks)
     (prompt,) = to_device(example_inputs(), graphs.device)
-    if prompt.shape[1] >= graphs.limits.max_seq_len:
-        raise ContractError(
-            f"example_inputs()'s prompt has {prompt.shape[1]} tokens: the decode step after it "
-            f"writes position {prompt.shape[1]}, beyond MAX_SEQ_LEN = {graphs.limits.max_seq_len}; "
-            "shorten the prompt or raise MAX_SEQ_LEN in model.py"
-        )
+    graphs.limits.check_prompt(prompt.shape[1])
     return model, graphs, prompt
 
 

@@ -57,6 +57,7 @@ from .backend import (
 from .contract import (
     ContractError,
     Mismatch,
+    PromptTooLong,
     clone,
     constant_inputs,
     constant_note,
@@ -452,11 +453,14 @@ def check(ranks: Ranks | None = None) -> Result:
         # Each eager call watched: a tensor it makes or a number it changes out of the state's
         # sight would make every rung start from another state than eager's.
         if project.DECODE:
-            from .decode import first_step, next_step
+            from .decode import first_step, limits, next_step
 
+            inputs = to_device(example_inputs(), device)
+            if inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() == 2:
+                limits().check_prompt(inputs[0].shape[1])
             with torch.no_grad(), watching(model, FIRST_CALL):
                 # Prefill, eagerly: the cache holds the prompt, and the graph is the decode step.
-                inputs = first_step(model, *to_device(example_inputs(), device))
+                inputs = first_step(model, *inputs)
             again = next_step(*inputs)
         else:
             inputs = to_device(example_inputs(), device)
@@ -469,6 +473,9 @@ def check(ranks: Ranks | None = None) -> Result:
             with calls if project.OP else contextlib.nullcontext():
                 output = model(*given)
             expected = Eager(start, clone(output), save(model), given, rng)
+    except PromptTooLong as error:
+        found = Finding("decode settings", str(error), hint="README, section 'Generation'")
+        return refused(result, found, "model.py's settings are wrong: fix them first")
     except StateOutOfSight as error:
         found = Finding(
             "state the tools cannot save", "\n            ".join(error.found), hint=error.fix

@@ -22,6 +22,10 @@ class ContractError(TypeError):
     """model.py does not keep the contract: the message names what it returned and the fix."""
 
 
+class PromptTooLong(ContractError):
+    """A decode project's prompt that leaves the cache no position for the decode step after it."""
+
+
 def to_device(inputs: Any, device: str) -> tuple[Any, ...]:
     """example_inputs() checked against the contract, with every tensor in it moved to `device`."""
     if not isinstance(inputs, tuple):

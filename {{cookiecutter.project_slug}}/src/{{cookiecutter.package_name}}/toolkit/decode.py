@@ -23,7 +23,7 @@ import torch._dynamo
 from torch import nn
 from torch._dynamo.utils import counters
 
-from .contract import ContractError
+from .contract import ContractError, PromptTooLong
 from .state import restore, save
 
 Step = Callable[[torch.Tensor, torch.Tensor], Any]
@@ -67,6 +67,15 @@ class Limits:
             except ValueError as error:
                 found.append(str(error))
         return found
+
+    def check_prompt(self, prompt_len: int) -> None:
+        """Refuse example_inputs()'s prompt if the decode step after it has no position left."""
+        if prompt_len >= self.max_seq_len:
+            raise PromptTooLong(
+                f"example_inputs()'s prompt has {prompt_len} tokens: the decode step after it "
+                f"writes position {prompt_len}, beyond MAX_SEQ_LEN = {self.max_seq_len}; "
+                "shorten the prompt or raise MAX_SEQ_LEN in model.py"
+            )
 
     def check_length(self, prompt_len: int, new_tokens: int, least: int = 1) -> None:
         """Refuse fewer than `least` new tokens, or a prompt plus new tokens that the cache
