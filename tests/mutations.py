@@ -2511,7 +2511,7 @@ MUTATIONS = (
     Mutation(
         "check watches every operator for the project's",
         f"{TOOLKIT}/check.py",
-        "        if func._schema.name == self.name and func not in self.calls:",
+        "        if schema is not None and schema.name == self.name and func not in self.calls:",
         "        if func not in self.calls:",
         "tests/toolkit/test_check.py -k fake_function",
     ),

@@ -216,7 +216,8 @@ class OpCalls(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func._schema.name == self.name and func not in self.calls:
+        schema = getattr(func, "_schema", None)  # operators have one; higher-order ones may not
+        if schema is not None and schema.name == self.name and func not in self.calls:
             self.calls[func] = (clone(args), clone(kwargs))
         return func(*args, **kwargs)
 
