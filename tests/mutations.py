@@ -2482,8 +2482,8 @@ MUTATIONS = (
     Mutation(
         "the command line shows a traceback for a contract name model.py lacks",
         f"{PACKAGE}/__main__.py",
-        "    if missing and error.name in",
-        "    if False and error.name in",
+        "    if missing and error.name ==",
+        "    if False and error.name ==",
         "tests/toolkit/test_your_code_failed.py -k contract_name",
     ),
     Mutation(

@@ -58,10 +58,9 @@ def your_code_failed(error: ImportError | SyntaxError) -> str | None:
     else, which keeps its traceback."""
     package = Path(__file__).parent
     missing = re.match(r"cannot import name '(\w+)'", str(error))
-    if missing and error.name in {f"{__package__}.model", f"{__package__}.generate"}:
-        module = error.name.rpartition(".")[2]
+    if missing and error.name == f"{__package__}.model":
         return (
-            f"{module}.py defines no {missing[1]}, which this command needs (README, section "
+            f"model.py defines no {missing[1]}, which this command needs (README, section "
             "'What is where', lists the names)"
         )
     broken = Path(error.filename or "") if isinstance(error, SyntaxError) else None
