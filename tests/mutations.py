@@ -2529,6 +2529,34 @@ MUTATIONS = (
         "                pass\n",
         "tests/toolkit/test_check.py -k fills_the_cache",
     ),
+    Mutation(
+        "the op-plugin stand-in kernel stands in for a missing Meta function too",
+        f"{TOOLKIT}/op_plugin.py",
+        '    library.impl(name, kernel, "CPU")\n',
+        '    library.impl(name, kernel, "CompositeExplicitAutograd")\n',
+        "tests/toolkit/test_opschema.py -k needs_the_projects_meta_function",
+    ),
+    Mutation(
+        "check lists a graph break again for each rung that fails on it",
+        f"{TOOLKIT}/check.py",
+        "    result.findings = one_per_line(result.findings)\n",
+        "",
+        "tests/toolkit/test_check.py -k 'graph_break or branch_on'",
+    ),
+    Mutation(
+        "check lets an error explain() raises escape as a traceback",
+        f"{TOOLKIT}/check.py",
+        "        except Exception:  # noqa: BLE001  (an error that is no graph break: each rung names it)\n            return []\n",
+        "        except ZeroDivisionError:\n            return []\n",
+        "tests/toolkit/test_check.py -k without_a_fake",
+    ),
+    Mutation(
+        "check calls a missing fake function a wrong one",
+        f"{TOOLKIT}/check.py",
+        "            if lacks_fake_function(error):\n",
+        "            if False:\n",
+        "tests/toolkit/test_check.py -k without_a_fake",
+    ),
 )
 
 

@@ -98,13 +98,20 @@ class PrintsInForward(nn.Module):
 
 
 def test_a_graph_break_is_listed_with_its_line_and_a_hint(capsys, project):
-    """A print() in forward is a break reported at its file:line, with the fix, and exit 1."""
+    """A print() in forward is one problem, the break at its file:line with the fix, exit 1; the
+    rungs that fail on it say so on their lines, not in findings of their own."""
     code, result = run_check(capsys, project, PrintsInForward, torch.ones(2))
     assert code == 1
-    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager fails"]
+    (found,) = result["findings"]
+    assert found["what"] == "graph break"
     assert found["where"].startswith(f"{__file__}:{line_of('the break check must')}")
     assert "print()" in found["hint"]
-    assert {rung["name"]: rung["status"] for rung in result["rungs"]}["aot_eager"] == "fail"
+    assert {rung["name"]: rung["status"] for rung in result["rungs"]} == {
+        "eager": "fail",
+        "aot_eager": "fail",
+        "npugraph_ex rungs": "skipped",
+    }
+    assert result["summary"].startswith("1 problem(s)")
 
 
 def test_float_token_ids_get_the_dtype_hint(capsys, project):
@@ -620,28 +627,47 @@ class SlicesAtAValue(nn.Module):
 
 
 def test_a_slice_at_a_tensors_value_gets_the_hint_to_index_with_the_tensor(capsys, project):
-    """A Python number taken from a tensor's value, then used as a slice bound: the failing rung
-    says to keep it a tensor and index with it."""
+    """A Python number taken from a tensor's value, then used as a slice bound: one problem at
+    that line, which says to keep it a tensor and index with it."""
     code, result = run_check(capsys, project, SlicesAtAValue, torch.ones(2, 8), torch.tensor([0]))
-    (failed,) = [f for f in result["findings"] if f["what"] == "aot_eager fails"]
+    (failed,) = [f for f in result["findings"] if f["severity"] == "problem"]
     assert code == 1
     assert failed["where"].startswith(f"{__file__}:{line_of('sliced here')}")
     assert failed["hint"].startswith("a Python number taken from a tensor's value")
 
 
 def test_a_graph_break_is_named_by_its_first_line(capsys, project):
-    """A break inside forward is listed as a graph break at its line, with the first line of
-    Dynamo's reason, as the failing rung names it."""
+    """A break inside forward is listed as a graph break at its line, in the words of the error
+    the failing rung (and the MRE) raises for it, without the error's name."""
     code, result = run_check(capsys, project, PrintsMidway, torch.ones(2))
-    findings = {finding["what"]: finding for finding in result["findings"]}
-    found, failed = findings["graph break"], findings["aot_eager fails"]
-    assert (code, found["severity"]) == (1, "problem")
+    (found,) = result["findings"]
+    assert (code, found["what"], found["severity"]) == (1, "graph break", "problem")
     assert found["where"] == f"{__file__}:{line_of('the graph break is here')} (forward)"
-    assert found["hint"] == failed["hint"] == check.hint_for("print")
+    assert found["hint"] == check.hint_for("print")
     assert "\n" not in found["reason"]
-    assert failed["reason"].endswith(f": {found['reason']}")
     rungs = {rung["name"]: rung for rung in result["rungs"]}
-    assert rungs["aot_eager"] == {"name": "aot_eager", "status": "fail", "detail": failed["reason"]}
+    assert rungs["aot_eager"] == {
+        "name": "aot_eager",
+        "status": "fail",
+        "detail": f"Unsupported: {found['reason']}",
+    }
+
+
+class BranchesOnAValue(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # branches on a value
+            x = x * 2
+        return x + 1
+
+
+def test_a_branch_on_a_tensors_value_is_one_problem_in_the_words_the_mre_prints(capsys, project):
+    """A Python `if` on a tensor's value is one problem at its line, named as the MRE's error names
+    it (explain() words the same break `generic_jump TensorVariable()`), with the torch.where hint."""
+    code, result = run_check(capsys, project, BranchesOnAValue, torch.ones(2))
+    (found,) = result["findings"]
+    assert (code, found["what"], found["reason"]) == (1, "graph break", "Data-dependent branching")
+    assert found["where"] == f"{__file__}:{line_of('branches on a value')} (forward)"
+    assert "torch.where" in found["hint"]
 
 
 class PrintsTwice(nn.Module):
@@ -1280,6 +1306,11 @@ def _(x):
     return x.new_empty(x.shape[:-1])  # a dimension short of the kernel's output
 
 
+@torch.library.custom_op("check_tests::doubled_without_fake", mutates_args=())
+def doubled_without_fake(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
 class CallsDoubled(nn.Module):
     def forward(self, x):
         return doubled(x) + 1
@@ -1302,6 +1333,25 @@ def test_a_fake_function_that_disagrees_with_its_kernel_is_a_problem(capsys, pro
     assert "Shapes torch.Size([2, 3]) and torch.Size([2]) are not equal!" in found["reason"]
     assert found["hint"].startswith("make the fake function (custom_op.py) return what the kernel")
     assert {rung["status"] for rung in result["rungs"]} <= {"ok", "skipped"}
+
+
+class CallsWithoutFake(nn.Module):
+    def forward(self, x):
+        return doubled_without_fake(x) + 1  # calls the op without a fake function
+
+
+@pytest.mark.parametrize("project", ["forward_project", "decode_project"], indirect=True)
+def test_an_operator_without_a_fake_function_is_one_problem_at_its_call(capsys, project, monkeypatch):
+    """The project's operator with no fake function: one problem, naming the operator and the line
+    that calls it, with the fix; the graph break each rung meets there is not listed again."""
+    monkeypatch.setattr(project.check.project, "OP", "check_tests::doubled_without_fake")
+    code, result = run_check(capsys, project, CallsWithoutFake, torch.ones(2, 3))
+    (found,) = result["findings"]
+    assert (code, found["what"]) == (1, "check_tests::doubled_without_fake's fake function")
+    assert found["reason"] == "there is none, so graph mode cannot trace the op"
+    assert found["where"] == f"{__file__}:{line_of('calls the op without a fake')} (forward)"
+    assert found["hint"] == "register one in custom_op.py; README, section 'The custom operator'"
+    assert {rung["status"] for rung in result["rungs"]} == {"fail", "skipped"}
 
 
 def test_a_fake_function_that_agrees_with_its_kernel_passes(capsys, monkeypatch):

@@ -7,6 +7,7 @@ from importlib.resources import files
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode, UnsupportedOperatorException
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.library import Library
 
@@ -65,10 +66,10 @@ def test_an_existing_op_with_another_schema_is_refused():
     )
 
 
-def test_off_an_npu_a_missing_op_is_defined_as_one_op_for_every_backend():
+def test_off_an_npu_a_missing_op_is_defined_as_one_op_for_the_cpu():
     """Where no NPU runs and torch_npu lacks the op, npu::<name> is defined from the func with the
-    kernel, for every backend (the meta device too), and traces as itself, not as the kernel's ops;
-    the Library returned keeps the definition alive."""
+    kernel for the CPU, and traces as itself, not as the kernel's ops; the Library returned keeps
+    the definition alive."""
     name = f"stand_in_{uuid.uuid4().hex[:8]}"  # a fresh op each run: definitions last the process
     func = f"{name}(Tensor x) -> Tensor"
     library = op_plugin.define_if_missing(name, func, torch.sin, npu_ok=False)
@@ -77,9 +78,22 @@ def test_off_an_npu_a_missing_op_is_defined_as_one_op_for_every_backend():
     assert op.default._schema == torch._C.parse_schema(f"npu::{func}")
     x = torch.randn(3)
     assert torch.equal(op(x), torch.sin(x))
-    assert op(x.to("meta")).shape == (3,)
     traced = make_fx(op)(x)
     assert [node.target for node in traced.graph.nodes if node.op == "call_function"] == [op.default]
+
+
+def test_off_an_npu_graph_mode_needs_the_projects_meta_function_as_on_one():
+    """The stand-in kernel does not stand in for the Meta function: without one, fake tensors
+    (graph mode's tracing, check's rungs) refuse the op, as they do on an NPU, where torch_npu's
+    kernel is the NPU's alone; with one, they give its shape."""
+    name = f"stand_in_{uuid.uuid4().hex[:8]}"
+    library = op_plugin.define_if_missing(name, f"{name}(Tensor x) -> Tensor", torch.sin, npu_ok=False)
+    op = getattr(torch.ops.npu, name)
+    with pytest.raises(UnsupportedOperatorException), FakeTensorMode():
+        op(torch.randn(3))
+    library.impl(name, lambda x: x.new_empty(x.shape[0] + 1), "Meta")
+    with FakeTensorMode() as fake:
+        assert op(fake.from_tensor(torch.randn(3))).shape == (4,)
 
 
 def test_existing_op_is_left_alone():

@@ -18,7 +18,9 @@ names. Each rung starts from the state the eager run started from (its buffers: 
 counter), and must leave the state eager left as well as return its output. A model whose eager
 calls make a tensor, or set or change a Python number, outside that state (state.watching()) is
 checked no further: no rung could start from the state eager started from. Each non-tensor input is
-a warning: graph mode bakes its value in, so new values recompile.
+a warning: graph mode bakes its value in, so new values recompile. Each problem is listed once, at
+the line of yours where it arises: under fullgraph=True every rung fails at the first graph break
+or missing fake function, and its own line in the report says so.
 
 Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all,
 keeps state that no run can be started from, or $NPUGRAPH_BACKEND names no backend that can run
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters, guard_failures
+from torch._subclasses.fake_tensor import UnsupportedOperatorException
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -207,19 +210,35 @@ def error_frame(error: BaseException) -> str:
 
 class OpCalls(TorchDispatchMode):
     """Notes the first call of each overload of the operator `name` (namespace::name), with its
-    arguments cloned before the call: what the model really gives it."""
+    arguments cloned before the call (what the model really gives it) and the line of yours that
+    made it."""
 
     def __init__(self, name: str | None) -> None:
         super().__init__()
         self.name = name
         self.calls: dict[torch._ops.OpOverload, tuple[Any, Any]] = {}
+        self.where: dict[torch._ops.OpOverload, str] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         schema = getattr(func, "_schema", None)  # operators have one; higher-order ones may not
         if schema is not None and schema.name == self.name and func not in self.calls:
             self.calls[func] = (clone(args), clone(kwargs))
+            self.where[func] = user_frame(traceback.extract_stack())
         return func(*args, **kwargs)
+
+
+def lacks_fake_function(error: BaseException | None) -> bool:
+    """Whether `error`, or an error it was raised from, says the operator has no fake (or Meta)
+    function: fake tensors' UnsupportedOperatorException for an operator with no Meta kernel, the
+    RuntimeError of torch/_library/custom_ops.py for a custom_op with no register_fake."""
+    while error is not None:
+        if isinstance(error, UnsupportedOperatorException) or str(error).startswith(
+            "There was no fake impl registered"
+        ):
+            return True
+        error = error.__cause__
+    return False
 
 
 def fake_problems(calls: OpCalls) -> list[Finding]:
@@ -227,13 +246,16 @@ def fake_problems(calls: OpCalls) -> list[Finding]:
     torch.library.opcheck's schema and fake-tensor tests. The stand-in traces with the fake
     function but runs the kernel, so only this shows a wrong one off an NPU; on an NPU,
     npugraph_ex lays out the graph's memory by it."""
-    hint = (
-        "make the Meta function (meta_registrations.py) return what the kernel returns: shape, "
-        "dtype, device; README, section 'The op-plugin operator'"
+    function, home, section = (
+        ("Meta", "meta_registrations.py", "The op-plugin operator")
         if project.OP_PLUGIN
-        else "make the fake function (custom_op.py) return what the kernel returns: shape, dtype, "
-        "device; README, section 'The custom operator'"
+        else ("fake", "custom_op.py", "The custom operator")
     )
+    wrong = (
+        f"make the {function} function ({home}) return what the kernel returns: shape, dtype, "
+        f"device; README, section '{section}'"
+    )
+    missing = f"register one in {home}; README, section '{section}'"
     findings = []
     for op, (args, kwargs) in calls.calls.items():
         if any(
@@ -245,10 +267,33 @@ def fake_problems(calls: OpCalls) -> list[Finding]:
         try:
             torch.library.opcheck(op, args, kwargs, test_utils=("test_schema", "test_faketensor"))
         except Exception as error:  # noqa: BLE001  (the user's op may raise anything)
-            what = f"{op._schema.name}'s {'Meta' if project.OP_PLUGIN else 'fake'} function"
-            reason = first_line(error).removesuffix(" (scroll up for stack trace)")
-            findings.append(Finding(what, reason, hint=hint))
+            what = f"{op._schema.name}'s {function} function"
+            if lacks_fake_function(error):
+                reason, hint = "there is none, so graph mode cannot trace the op", missing
+            else:
+                reason, hint = first_line(error).removesuffix(" (scroll up for stack trace)"), wrong
+            findings.append(Finding(what, reason, calls.where[op], hint))
     return findings
+
+
+def one_per_line(findings: list[Finding]) -> list[Finding]:
+    """`findings` with one problem per line of yours: under fullgraph=True every rung fails at the
+    first graph break, or at an operator fake tensors cannot run, which is already listed at that
+    line. A graph break listed again takes the later words: the rungs' come after explain()'s,
+    and they are what the MRE prints for it."""
+    first: dict[str, Finding] = {}
+    kept = []
+    for finding in findings:
+        earlier = first.get(finding.where) if finding.severity == "problem" else None
+        if earlier is None or not (
+            finding.what == "graph break" or finding.what.endswith(" fails")
+        ):
+            kept.append(finding)
+            if finding.where and finding.severity == "problem":
+                first.setdefault(finding.where, finding)
+        elif earlier.what == finding.what == "graph break":
+            earlier.reason = finding.reason
+    return kept
 
 
 def graph_breaks(model: torch.nn.Module, inputs: tuple[Any, ...]) -> list[Finding]:
@@ -256,8 +301,11 @@ def graph_breaks(model: torch.nn.Module, inputs: tuple[Any, ...]) -> list[Findin
     torch._dynamo.reset()
     # fullgraph=True captures .item() as a graph value: explain() should count it as fullgraph does.
     with torch._dynamo.config.patch(capture_scalar_outputs=True), torch.no_grad():
-        # On a copy: forward may write its inputs in place, and the rungs start from them.
-        explanation = torch._dynamo.explain(model)(*clone(inputs))
+        try:
+            # On a copy: forward may write its inputs in place, and the rungs start from them.
+            explanation = torch._dynamo.explain(model)(*clone(inputs))
+        except Exception:  # noqa: BLE001  (an error that is no graph break: each rung names it)
+            return []
     findings = []
     for reason in explanation.break_reasons:
         text = reason.reason.strip()
@@ -347,7 +395,11 @@ def run_rung(
             recompiled = counters["stats"]["unique_graphs"] - graphs
     except Exception as error:  # noqa: BLE001  (any failure is this rung's answer)
         text = str(error)
-        finding = Finding(f"{name} fails", first_line(error), error_frame(error), hint_for(text))
+        what, reason = f"{name} fails", first_line(error)
+        if isinstance(error, torch._dynamo.exc.Unsupported):
+            # Under fullgraph=True this is a graph break, in the words the MRE prints for it.
+            what, reason = "graph break", reason.partition(": ")[2] or reason
+        finding = Finding(what, reason, error_frame(error), hint_for(text))
         return Rung(name, "fail", first_line(error)), [finding]
     findings = []
     differ = mismatches(output, expected.output) + state_mismatches(end, expected.end)
@@ -523,6 +575,7 @@ def check(ranks: Ranks | None = None) -> Result:
         outcome, findings = run_rung(*mine, model, inputs, again, expected)
         result.rungs.append(outcome)
         result.findings += findings
+    result.findings = one_per_line(result.findings)
     problems = [f for f in result.findings if f.severity == "problem"]
     warnings = len(result.findings) - len(problems)
     result.verdict = 1 if problems else 0

@@ -21,7 +21,7 @@ from .opschema import schema
 def define_if_missing(
     name: str, func: str, kernel: Callable[..., object], npu_ok: bool
 ) -> Library | None:
-    """Define npu::<name> from `func` with `kernel`, unless torch_npu already has it.
+    """Define npu::<name> from `func` with `kernel` for the CPU, unless torch_npu already has it.
 
     On a usable NPU a missing op means torch_npu was not rebuilt with it: that is an error, with
     the steps, rather than a silent fallback to the reference kernel.
@@ -42,7 +42,10 @@ def define_if_missing(
         )
     library = Library("npu", "FRAGMENT")
     library.define(func)
-    library.impl(name, kernel, "CompositeExplicitAutograd")
+    # The CPU key alone, as torch_npu registers an op-plugin kernel for the NPU's key alone: the
+    # meta device and fake tensors then need the project's Meta function here as on an NPU, so a
+    # missing one fails graph mode off an NPU too (CompositeExplicitAutograd would stand in for it).
+    library.impl(name, kernel, "CPU")
     return library
 
 
