@@ -270,6 +270,17 @@ def test_a_batch_runs_padded_to_its_capture_size_with_rows_of_token_0():
     assert logits.argmax(-1).tolist() == [[1], [2], [3]]
 
 
+def test_int32_ids_run_the_graph_captured_for_int64_ones():
+    """A sampler may give int32 ids (the contract allows both): the step still gets them as int64,
+    the dtype warm-up captured, so they compile no graph of their own."""
+    step = Recorder()
+    graphs = DecodeGraphs(nn.Module(), {2: step}, CACHE, "cpu")
+    logits = graphs(torch.tensor([[1], [2]], dtype=torch.int32), torch.tensor([5]))
+    ((tokens, _),) = step.calls
+    assert (tokens.dtype, tokens.tolist()) == (torch.long, [[1], [2]])
+    assert logits.argmax(-1).tolist() == [[1], [2]]
+
+
 def described(*tensors: torch.Tensor) -> list[tuple[tuple[int, ...], torch.dtype, str]]:
     return [(tuple(tensor.shape), tensor.dtype, tensor.device.type) for tensor in tensors]
 

@@ -246,16 +246,16 @@ def fake_problems(calls: OpCalls) -> list[Finding]:
     torch.library.opcheck's schema and fake-tensor tests. The stand-in traces with the fake
     function but runs the kernel, so only this shows a wrong one off an NPU; on an NPU,
     npugraph_ex lays out the graph's memory by it."""
-    function, home, section = (
-        ("Meta", "meta_registrations.py", "The op-plugin operator")
+    function, home, readme = (
+        ("Meta", "meta_registrations.py", "README, section 'The op-plugin operator'")
         if project.OP_PLUGIN
-        else ("fake", "custom_op.py", "The custom operator")
+        else ("fake", "custom_op.py", "README, section 'The custom operator'")
     )
     wrong = (
         f"make the {function} function ({home}) return what the kernel returns: shape, dtype, "
-        f"device; README, section '{section}'"
+        f"device; {readme}"
     )
-    missing = f"register one in {home}; README, section '{section}'"
+    missing = f"register one in {home}; {readme}"
     findings = []
     for op, (args, kwargs) in calls.calls.items():
         if any(

@@ -227,6 +227,8 @@ class DecodeGraphs:
 
     def __call__(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
         """Logits (batch, n, vocab) of one step, run at the batch's capture size."""
+        # As warm-up captured them: int32 ids from a sampler would compile a graph of their own.
+        tokens = tokens.long()
         batch = tokens.shape[0]
         size = self.limits.capture_size(batch)
         if size > batch:
