@@ -2557,6 +2557,13 @@ MUTATIONS = (
         "            if False:\n",
         "tests/toolkit/test_check.py -k without_a_fake",
     ),
+    Mutation(
+        "decode steps run a sampler's int32 ids as they come, compiling a graph for them",
+        f"{TOOLKIT}/decode.py",
+        "        tokens = tokens.long()\n",
+        "",
+        "tests/toolkit/test_decode.py -k int32",
+    ),
 )
 
 
