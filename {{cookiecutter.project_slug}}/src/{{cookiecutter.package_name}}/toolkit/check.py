@@ -203,6 +203,15 @@ def traced_frame(text: str) -> str:
     return user_frame(frames)
 
 
+def caller_of_torch() -> str:
+    """file:line of the innermost frame of yours on the stack below torch's frames: the line
+    that called into torch, whatever runs above them (a dispatch mode, a wrapper around it)."""
+    frames = traceback.extract_stack()
+    while frames and not Path(frames[-1].filename).is_relative_to(NOT_YOURS[0]):
+        frames.pop()
+    return user_frame(frames)
+
+
 def error_frame(error: BaseException) -> str:
     """Where in your code an error arose: Dynamo names the traced line in its message."""
     return traced_frame(str(error)) or user_frame(traceback.extract_tb(error.__traceback__))
@@ -224,7 +233,7 @@ class OpCalls(TorchDispatchMode):
         schema = getattr(func, "_schema", None)  # operators have one; higher-order ones may not
         if schema is not None and schema.name == self.name and func not in self.calls:
             self.calls[func] = (clone(args), clone(kwargs))
-            self.where[func] = user_frame(traceback.extract_stack())
+            self.where[func] = caller_of_torch()
         return func(*args, **kwargs)
 
 
