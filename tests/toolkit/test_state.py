@@ -422,6 +422,33 @@ def test_a_plain_tensor_attribute_a_call_only_reads_is_no_state():
     assert refusal(model, lambda: model.keys.sum()) is None
 
 
+@pytest.mark.parametrize(
+    ("replace", "changed"),
+    [
+        (lambda table: table.clone(), False),
+        (lambda table: table + 1, True),
+        (lambda table: table.double(), True),
+        (lambda table: table[:1], True),
+    ],
+    ids=["same-value", "other-value", "other-dtype", "other-shape"],
+)
+def test_an_integer_tensor_attribute_a_call_replaces_is_named_unless_it_holds_the_same_value(
+    replace, changed
+):
+    """A plain integer tensor attribute (a position table) that a call replaces is named unless
+    the new tensor holds the same value: same shape, same dtype and every element."""
+    model = PlainCache()
+    model.table = torch.arange(4)
+
+    def call() -> None:
+        model.table = replace(model.table)
+
+    found = refusal(model, call)
+    assert (found.found if found else []) == (
+        ["table changed during the call, held in a plain attribute"] if changed else []
+    )
+
+
 def test_a_buffer_and_a_marked_tensor_a_call_writes_are_no_state_out_of_sight():
     """The state the tools keep (a buffer, a marked cache), written by a call, is not refused."""
     model = HoldsACache()
