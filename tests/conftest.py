@@ -188,6 +188,10 @@ def run_in(
         "PYTHONDONTWRITEBYTECODE": "1",
         # Tests run side by side on few cores: one thread each, or torch's threads fight.
         "OMP_NUM_THREADS": "1",
+        # Its own pytest temp root: the shared one (/tmp/pytest-of-<user>) is scanned by every
+        # concurrent run, and a folder removed mid-scan leaks an iterator, a ResourceWarning that
+        # the project's filterwarnings makes an error after every test passed.
+        "PYTEST_ADDOPTS": "--basetemp=" + tempfile.mkdtemp(prefix="pytest-", dir=project.parent),
         **env,
     }
     return subprocess.run(
