@@ -2564,6 +2564,62 @@ MUTATIONS = (
         "",
         "tests/toolkit/test_decode.py -k int32",
     ),
+    Mutation(
+        "check calls a model with .item() in its graph ready, with a warning",
+        f"{TOOLKIT}/check.py",
+        '                        hint_for(".item()"),\n                    )\n',
+        '                        hint_for(".item()"),\n                        severity="warning",\n                    )\n',
+        "tests/toolkit/test_check.py -k item_in_the_graph",
+    ),
+    Mutation(
+        "check names a break on a number read from a tensor in Dynamo's words",
+        f"{TOOLKIT}/check.py",
+        '"graph break", plain_reason(text), user_frame(reason.user_stack), hint_for(text)',
+        '"graph break", text.splitlines()[0], user_frame(reason.user_stack), hint_for(text)',
+        "tests/toolkit/test_check.py -k number_read",
+    ),
+    Mutation(
+        "check gives a range() over a number read from a tensor the fallback hint",
+        f"{TOOLKIT}/check.py",
+        'r"(guard on|extract specialized integer from) data-dependent expression",',
+        'r"guard on data-dependent expression",',
+        "tests/toolkit/test_check.py -k number_read",
+    ),
+    Mutation(
+        "check blames the fake function for a kernel that writes an input the schema does not mark",
+        f"{TOOLKIT}/check.py",
+        '            elif "test_schema failed" in reason:\n',
+        "            elif False:\n",
+        "tests/toolkit/test_check.py -k does_not_declare",
+    ),
+    Mutation(
+        "check puts a raising Meta function's error at the op's call",
+        f"{TOOLKIT}/check.py",
+        "                where = user_frame(traceback.extract_tb(root_cause(error).__traceback__)) or where\n",
+        "",
+        "tests/toolkit/test_check.py -k raises_is_one",
+    ),
+    Mutation(
+        "check lets fake tensors log a raising Meta function's traceback again and again",
+        f"{TOOLKIT}/check.py",
+        "@meta_errors_unlogged()\ndef check(",
+        "def check(",
+        "tests/toolkit/test_check.py -k raises_is_one",
+    ),
+    Mutation(
+        "opschema reads a path that is no file, with a traceback",
+        f"{TOOLKIT}/opschema.py",
+        "        if not path.is_file():\n",
+        "        if False:\n",
+        "tests/toolkit/test_opschema.py -k no_file",
+    ),
+    Mutation(
+        "the project's op tests stop at collection when the Meta function is gone",
+        f"{PROJECT}/tests/test_custom_op.py",
+        "shape_function = getattr(meta_registrations, SHAPE_FUNCTION, None)\n",
+        "shape_function = meta_registrations.{{ cookiecutter.op_name }}_meta\n",
+        "tests/test_own_models.py -k 'shape_function and op_plugin'",
+    ),
 )
 
 

@@ -308,6 +308,37 @@ def test_a_file_that_computes_otherwise_fails_the_projects_export_test(tmp_path)
 
 @pytest.mark.slow
 @pytest.mark.full
+@pytest.mark.parametrize(
+    ("registration", "room", "cut_from", "said"),
+    [
+        (
+            "op_plugin",
+            "meta_registrations.py",
+            '@impl(m, "my_op")',
+            "npu::my_op has no Meta function: define and register my_op_meta in meta_registrations.py",
+        ),
+        ("torch_library", "custom_op.py", "@my_op.register_fake", "custom_op.py has no my_op_fake"),
+    ],
+    ids=["op_plugin", "torch_library"],
+)
+def test_an_op_without_its_shape_function_fails_the_op_tests_in_one_line_each(
+    tmp_path, registration, room, cut_from, said
+):
+    """With the Meta (or fake) function deleted from the project, as the op-plugin steps invite
+    once op-plugin holds it, every op test still runs: the one about the function names it and the
+    fix, instead of an error that stops the suite at collection."""
+    project = bake(tmp_path / "bake", custom_op="out_of_place", op_registration=registration)
+    path = project / "src" / package_of(project) / room
+    text = path.read_text()
+    path.write_text(text[: text.index(cut_from)])
+
+    suite = run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_custom_op.py")
+    assert "error during collection" not in suite.stdout, suite.stdout
+    assert said in suite.stdout, suite.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.full
 def test_a_graph_break_fails_once_and_briefly(tmp_path):
     """A graph-breaking model: the suite fails with one short failure naming the line; check says why."""
     project = bake(tmp_path / "bake")

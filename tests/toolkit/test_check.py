@@ -5,6 +5,7 @@ state eager started from; in each kind of project (decode, tensor-parallel) alik
 import contextlib
 import importlib
 import json
+import logging
 import re
 import traceback
 import types
@@ -670,6 +671,56 @@ def test_a_branch_on_a_tensors_value_is_one_problem_in_the_words_the_mre_prints(
     assert "torch.where" in found["hint"]
 
 
+class BranchesOnANumberOfATensor(nn.Module):
+    def forward(self, x):
+        n = x[0].item()
+        if n > 100:  # branches on a number read from a tensor
+            x = x * 2
+        return x + 1
+
+
+class LoopsANumberOfATensor(nn.Module):
+    def forward(self, x):
+        for _ in range(int(x[0]) % 3):  # loops a number read from a tensor
+            x = x * 2
+        return x + 1
+
+
+@pytest.mark.parametrize(
+    ("model", "marker", "reason", "hint"),
+    [
+        (
+            BranchesOnANumberOfATensor,
+            "branches on a number read",
+            "a Python `if` or `while` on a number read from a tensor's value (.item(), int(t))",
+            "a Python `if` or `while` on a tensor value",
+        ),
+        (
+            LoopsANumberOfATensor,
+            "loops a number read",
+            (
+                "a Python number read from a tensor's value (.item(), int(t)) decides what the "
+                "graph does (a range(), a size, an index)"
+            ),
+            "a Python number taken from a tensor's value",
+        ),
+    ],
+    ids=["if", "range"],
+)
+@pytest.mark.parametrize("project", ["forward_project"], indirect=True)
+def test_a_number_read_from_a_tensor_that_steers_the_code_is_a_break_in_a_users_words(
+    capsys, project, model, marker, reason, hint
+):
+    """A Python number taken from a tensor that decides an `if` or a range() is a graph break at
+    that line, in words a user knows, not Dynamo's (generic_jump SymNodeVariable(), a
+    torch._check*() suggestion), with the hint that fits it."""
+    code, result = run_check(capsys, project, model, torch.ones(3, dtype=torch.long))
+    (found,) = [f for f in result["findings"] if f["what"] == "graph break"]
+    assert (code, found["reason"]) == (1, reason)
+    assert found["where"] == f"{__file__}:{line_of(marker)} (forward)"
+    assert found["hint"].startswith(hint)
+
+
 class PrintsTwice(nn.Module):
     def forward(self, x):
         x = x * 2
@@ -705,10 +756,11 @@ class ItemInForward(nn.Module):
         return x * total.item()  # .item() is here
 
 
-def test_item_in_the_graph_is_a_warning_at_its_line(capsys, project):
-    """.item() that fullgraph keeps in the graph is a warning at its line, with the fix."""
+def test_item_in_the_graph_is_a_problem_at_its_line(capsys, project):
+    """.item() that fullgraph keeps in the graph is a problem at its line, with the fix: the
+    stand-in runs it, but it fails aclgraph's capture on an NPU, so the model is not ready."""
     code, result = run_check(capsys, project, ItemInForward, torch.ones(2))
-    assert (code, result["summary"]) == (0, f"{READY}; read the 1 warning(s) above")
+    assert (code, result["summary"]) == (1, "1 problem(s): fix them, then run check again")
     assert result["findings"] == [
         {
             "what": ".item() in the graph",
@@ -718,7 +770,7 @@ def test_item_in_the_graph_is_a_warning_at_its_line(capsys, project):
             ),
             "where": f"{__file__}:{line_of('.item() is here')} (forward)",
             "hint": check.hint_for(".item()"),
-            "severity": "warning",
+            "severity": "problem",
             "path": "",
             "mismatches": [],
         }
@@ -732,11 +784,11 @@ class ItemsInForward(nn.Module):
         return x * (high - low)
 
 
-def test_every_item_in_the_graph_is_a_warning(capsys, project):
-    """Two .item() calls are two warnings, each at its own line, and the summary counts both."""
+def test_every_item_in_the_graph_is_a_problem(capsys, project):
+    """Two .item() calls are two problems, each at its own line, and the summary counts both."""
     code, result = run_check(capsys, project, ItemsInForward, torch.arange(3.0))
     found = [f["where"] for f in result["findings"] if f["what"] == ".item() in the graph"]
-    assert (code, result["summary"]) == (0, f"{READY}; read the 2 warning(s) above")
+    assert (code, result["summary"]) == (1, "2 problem(s): fix them, then run check again")
     assert found == [
         f"{__file__}:{line_of('the first .item()')} (forward)",
         f"{__file__}:{line_of('the second .item()')} (forward)",
@@ -1352,6 +1404,80 @@ def test_an_operator_without_a_fake_function_is_one_problem_at_its_call(capsys, 
     assert found["where"] == f"{__file__}:{line_of('calls the op without a fake')} (forward)"
     assert found["hint"] == "register one in custom_op.py; README, section 'The custom operator'"
     assert {rung["status"] for rung in result["rungs"]} == {"fail", "skipped"}
+
+
+# As op-plugin registers an op: a kernel for one device, a Meta function by Library("IMPL").
+RAISING_META = torch.library.Library("check_tests", "FRAGMENT")
+RAISING_META.define("doubled_raising_meta(Tensor x) -> Tensor")
+RAISING_META.impl("doubled_raising_meta", lambda x: x * 2, "CPU")
+
+
+@torch.library.impl(RAISING_META, "doubled_raising_meta", "Meta")
+def _(x):
+    raise NameError("name 'xx' is not defined")  # the Meta function raises here
+
+
+@torch.library.custom_op("check_tests::doubled_in_place_undeclared", mutates_args=())
+def doubled_in_place_undeclared(x: torch.Tensor) -> torch.Tensor:
+    return x.mul_(2).clone()  # writes x, which mutates_args does not name
+
+
+@doubled_in_place_undeclared.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class CallsRaisingMeta(nn.Module):
+    def forward(self, x):
+        return torch.ops.check_tests.doubled_raising_meta(x) + 1
+
+
+class CallsUndeclaredWrite(nn.Module):
+    def forward(self, x):
+        return doubled_in_place_undeclared(x) + 1
+
+
+def test_a_meta_function_that_raises_is_one_problem_at_the_line_that_raised(capsys, monkeypatch):
+    """A Meta function that raises is a problem at its own line, not at the op's call, and is
+    said once: fake tensors' log of it, with its traceback, is not written."""
+    logged = []
+    handler = logging.Handler()
+    handler.emit = logged.append
+    fake_tensor_log = logging.getLogger("torch._subclasses.fake_tensor")
+    monkeypatch.setattr(fake_tensor_log, "handlers", [*fake_tensor_log.handlers, handler])
+    tool = importlib.import_module("forward_project.toolkit.check")
+    monkeypatch.setattr(tool.project, "OP", "check_tests::doubled_raising_meta")
+    monkeypatch.setattr(tool.project, "OP_PLUGIN", True)
+    model = importlib.import_module("forward_project.model")
+    monkeypatch.setattr(model, "build_model", CallsRaisingMeta)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(2, 3),))
+    code = tool.main(["--json"])
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    (found,) = [f for f in findings if f["what"].startswith("check_")]
+    assert (code, found["what"]) == (1, "check_tests::doubled_raising_meta's Meta function")
+    assert "name 'xx' is not defined" in found["reason"]
+    assert found["where"] == f"{__file__}:{line_of('the Meta function raises here')} (_)"
+    assert found["hint"].startswith("make the Meta function (meta_registrations.py) return")
+    assert logged == []
+
+
+def test_a_kernel_that_writes_an_input_it_does_not_declare_is_a_schema_problem(capsys, monkeypatch):
+    """A kernel that writes an input the schema does not mark is a problem of the schema, with
+    the fix for the schema, not for the fake function."""
+    tool = importlib.import_module("forward_project.toolkit.check")
+    monkeypatch.setattr(tool.project, "OP", "check_tests::doubled_in_place_undeclared")
+    model = importlib.import_module("forward_project.model")
+    monkeypatch.setattr(model, "build_model", CallsUndeclaredWrite)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(2, 3),))
+    assert tool.main(["--json"]) == 1
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    (found,) = [f for f in findings if f["what"].startswith("check_tests::")]
+    assert found["what"] == "check_tests::doubled_in_place_undeclared's schema"
+    assert "x is not defined as mutable but was mutated" in found["reason"]
+    assert found["hint"] == (
+        "name each input the kernel writes in mutates_args (custom_op.py), or make the kernel "
+        "write a new tensor; README, section 'The custom operator'"
+    )
 
 
 def test_a_fake_function_that_agrees_with_its_kernel_passes(capsys, monkeypatch):

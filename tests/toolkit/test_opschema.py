@@ -314,6 +314,20 @@ def test_a_format_error_exits_1_without_strict(tmp_path, capsys):
     assert "func is not a valid schema" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("given", ["missing.yaml", "."])
+def test_a_path_that_is_no_file_is_a_usage_error_naming_it(tmp_path, capsys, given):
+    """A path that is missing, or a folder, exits 2 with one line naming it, not a traceback."""
+    path = tmp_path / given
+    with pytest.raises(SystemExit) as exited:
+        opschema.main([str(path)])
+    assert exited.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith(f"error: {path}: no such file; give the path of an op_plugin_functions.yaml")
+    )
+
+
 def test_a_clean_file_exits_0(tmp_path, capsys):
     """A file with no finding passes, and prints no finding."""
     path = tmp_path / "f"
@@ -359,7 +373,7 @@ def test_graph_mode_rules_warn_and_fail_only_when_strict(tmp_path, entries, expe
     path = tmp_path / "f"
     assert opschema.main([str(path)]) == 0
     assert opschema.main(["--strict", str(path)]) == 1
-    assert capsys.readouterr().err == "0 errors, 1 warnings\n1 errors, 0 warnings\n"
+    assert capsys.readouterr().err == "0 error(s), 1 warning(s)\n1 error(s), 0 warning(s)\n"
 
 
 def test_every_tensor_input_after_a_scalar_is_named(tmp_path):
@@ -405,7 +419,7 @@ def test_the_summary_counts_errors_and_warnings_apart(tmp_path, capsys):
     path = tmp_path / "f"
     path.write_text(HEADER + "- func: a(Tensr x) -> Tensor\n- func: b(Tensor x, int k, Tensor y) -> Tensor\n")
     assert opschema.main([str(path), str(path)]) == 1
-    assert capsys.readouterr().err == "2 errors, 2 warnings\n"
+    assert capsys.readouterr().err == "2 error(s), 2 warning(s)\n"
 
 
 def test_help_says_what_it_checks_under_the_command_name(help_of):

@@ -7,8 +7,8 @@ project the prompt as prefill, then the first decode step, which is what graph m
 tensor parallelism the model is sharded by parallel_plan() as the MRE shards it, so Dynamo traces
 the DTensor layers and their collectives: over one rank under plain python, over N under `torchrun
 --nproc-per-node N -m <package> check` (rank 0 prints); parallel_plan() is rehearsed first, in this
-process, for --nproc-per-node ranks. Then it lists every graph break (torch._dynamo.explain) with
-file:line, the reason and a one-line hint, and walks each rung of the npugraph_ex fault-isolation
+process, for --nproc-per-node ranks. Then it lists every graph break (torch._dynamo.explain) that
+the example inputs reach with file:line, the reason and a one-line hint, and walks each rung of the npugraph_ex fault-isolation
 ladder that can run here, comparing each output with eager's within the tolerance of its dtype
 (contract.tolerances()): the `eager` backend (Dynamo only), `aot_eager` (the stand-in), and on an
 NPU npugraph_ex with force_eager, with force_recapture, then plain; last, the backend the MRE runs
@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import re
 import sys
@@ -101,7 +102,7 @@ HINTS: tuple[tuple[str, str], ...] = (
         ),
     ),
     (
-        r"guard on data-dependent expression",
+        r"(guard on|extract specialized integer from) data-dependent expression",
         (
             "a Python number taken from a tensor's value (int(t[0]), a slice bound, a size): "
             "keep it a tensor and index with it (x[:, positions], torch.index_select): a new "
@@ -119,8 +120,9 @@ HINTS: tuple[tuple[str, str], ...] = (
     (
         r"unsupported operator|fake tensor|FakeTensor|Meta",
         (
-            "a custom operator without a Meta/fake function: register_fake (torch.library) or "
-            "@impl(Library('npu', 'IMPL', 'Meta'), ...) (op-plugin)"
+            "a custom operator's Meta/fake function is missing or fails: register one that "
+            "returns what the kernel returns (register_fake with torch.library; "
+            "@impl(Library('npu', 'IMPL', 'Meta'), ...) with op-plugin)"
         ),
     ),
     (re.escape(ACLOP_CAPTURE_ERROR), ACLOP_CAPTURE_HINT),
@@ -137,6 +139,31 @@ DIFFERS_HINT = (
     "far off: the first rung that differs is the stage at fault (README, section 'Fault "
     "isolation')"
 )
+
+
+# (pattern in Dynamo's break reason, the same reason in a user's words): Dynamo names some breaks
+# by its internals (generic_jump over a SymNodeVariable), or after a torch._check*() suggestion.
+PLAIN_REASONS: tuple[tuple[str, str], ...] = (
+    (
+        r"generic_jump SymNodeVariable",
+        "a Python `if` or `while` on a number read from a tensor's value (.item(), int(t))",
+    ),
+    (
+        r"extract specialized integer from data-dependent expression",
+        (
+            "a Python number read from a tensor's value (.item(), int(t)) decides what the graph "
+            "does (a range(), a size, an index)"
+        ),
+    ),
+)
+
+
+def plain_reason(text: str) -> str:
+    """The first line of a break reason, in a user's words where Dynamo's are its internals."""
+    return next(
+        (plain for pattern, plain in PLAIN_REASONS if re.search(pattern, text)),
+        text.splitlines()[0],
+    )
 
 
 def hint_for(text: str, fallback: str = FALLBACK_HINT) -> str:
@@ -265,6 +292,12 @@ def fake_problems(calls: OpCalls) -> list[Finding]:
         f"device; {readme}"
     )
     missing = f"register one in {home}; {readme}"
+    mark = (
+        "mark each input the kernel writes Tensor(a!) in op_plugin_functions.yaml"
+        if project.OP_PLUGIN
+        else "name each input the kernel writes in mutates_args (custom_op.py)"
+    )
+    undeclared = f"{mark}, or make the kernel write a new tensor; {readme}"
     findings = []
     for op, (args, kwargs) in calls.calls.items():
         if any(
@@ -276,13 +309,37 @@ def fake_problems(calls: OpCalls) -> list[Finding]:
         try:
             torch.library.opcheck(op, args, kwargs, test_utils=("test_schema", "test_faketensor"))
         except Exception as error:  # noqa: BLE001  (the user's op may raise anything)
-            what = f"{op._schema.name}'s {function} function"
+            what, where = f"{op._schema.name}'s {function} function", calls.where[op]
+            reason = first_line(error).removesuffix(" (scroll up for stack trace)")
             if lacks_fake_function(error):
                 reason, hint = "there is none, so graph mode cannot trace the op", missing
+            elif "test_schema failed" in reason:
+                what, hint = f"{op._schema.name}'s schema", undeclared
             else:
-                reason, hint = first_line(error).removesuffix(" (scroll up for stack trace)"), wrong
-            findings.append(Finding(what, reason, calls.where[op], hint))
+                hint = wrong
+                # A fake function that raises: the line of yours that raised, not the op's call.
+                where = user_frame(traceback.extract_tb(root_cause(error).__traceback__)) or where
+            findings.append(Finding(what, reason, where, hint))
     return findings
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """The first error of the chain that `error` was raised from."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return error
+
+
+@contextlib.contextmanager
+def meta_errors_unlogged():
+    """Fake tensors log each error a fake or Meta function raises, with its traceback, before they
+    raise it again: check names it once, as a finding at the line that raised."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    disabled, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = disabled
 
 
 def one_per_line(findings: list[Finding]) -> list[Finding]:
@@ -318,12 +375,16 @@ def graph_breaks(model: torch.nn.Module, inputs: tuple[Any, ...]) -> list[Findin
     findings = []
     for reason in explanation.break_reasons:
         text = reason.reason.strip()
-        summary = text.splitlines()[0]
         findings.append(
-            Finding("graph break", summary, user_frame(reason.user_stack), hint_for(text))
+            Finding(
+                "graph break", plain_reason(text), user_frame(reason.user_stack), hint_for(text)
+            )
         )
     for graph in explanation.graphs:
         for node in graph.graph.nodes:
+            # A problem, though the stand-in runs it: a call that synchronises with the host
+            # during an aclgraph capture fails the capture (hicann/pypto,
+            # examples/03_advanced/aclgraph/README.md, its notes), as it does a CUDA graph's.
             if node.op == "call_method" and node.target == "item":
                 location = traced_frame(node.meta.get("stack_trace") or "")
                 findings.append(
@@ -333,7 +394,6 @@ def graph_breaks(model: torch.nn.Module, inputs: tuple[Any, ...]) -> list[Findin
                         "it is a device-to-host copy that aclgraph capture cannot record",
                         location,
                         hint_for(".item()"),
-                        severity="warning",
                     )
                 )
     return findings
@@ -489,6 +549,7 @@ def settings_problem() -> Finding | None:
     return None
 
 
+@meta_errors_unlogged()
 def check(ranks: Ranks | None = None) -> Result:
     """Run every check on the model of model.py, sharded over `ranks` if given (with tensor
     parallelism); the result holds the verdict."""

@@ -293,11 +293,14 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser.add_argument("files", nargs="*", type=Path, help="yaml files (default: this project's)")
     parser.add_argument("--strict", action="store_true", help="treat graph-mode warnings as errors")
     arguments = parser.parse_args(argv)
+    for path in arguments.files:
+        if not path.is_file():
+            parser.error(f"{path}: no such file; give the path of an op_plugin_functions.yaml")
     findings = [finding for path in arguments.files or [DEFAULT_FILE] for finding in check(path)]
     for finding in findings:
         print(finding)
     errors = [finding for finding in findings if arguments.strict or not finding.graph_mode]
-    print(f"{len(errors)} errors, {len(findings) - len(errors)} warnings", file=sys.stderr)
+    print(f"{len(errors)} error(s), {len(findings) - len(errors)} warning(s)", file=sys.stderr)
     return 1 if errors else 0
 
 
