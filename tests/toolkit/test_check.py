@@ -629,10 +629,12 @@ class SlicesAtAValue(nn.Module):
 
 def test_a_slice_at_a_tensors_value_gets_the_hint_to_index_with_the_tensor(capsys, project):
     """A Python number taken from a tensor's value, then used as a slice bound: one problem at
-    that line, which says to keep it a tensor and index with it."""
+    that line, which says to keep it a tensor and index with it (and one where int() reads it)."""
     code, result = run_check(capsys, project, SlicesAtAValue, torch.ones(2, 8), torch.tensor([0]))
-    (failed,) = [f for f in result["findings"] if f["severity"] == "problem"]
-    assert code == 1
+    problems = {f["what"]: f for f in result["findings"] if f["severity"] == "problem"}
+    assert (code, problems.keys()) == (1, {"graph break", ".item() in the graph"})
+    read, failed = problems[".item() in the graph"], problems["graph break"]
+    assert read["where"] == f"{__file__}:{line_of('start = int(input_pos[0])')} (forward)"
     assert failed["where"].startswith(f"{__file__}:{line_of('sliced here')}")
     assert failed["hint"].startswith("a Python number taken from a tensor's value")
 
