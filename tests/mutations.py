@@ -2620,6 +2620,13 @@ MUTATIONS = (
         "shape_function = meta_registrations.{{ cookiecutter.op_name }}_meta\n",
         "tests/test_own_models.py -k 'shape_function and op_plugin'",
     ),
+    Mutation(
+        "check places a SyntaxError in the import's frames, not at the line it could not parse",
+        f"{TOOLKIT}/check.py",
+        "    if isinstance(error, SyntaxError) and error.filename:\n",
+        "    if False:\n",
+        "tests/toolkit/test_check.py -k syntax_error",
+    ),
 )
 
 

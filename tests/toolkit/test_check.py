@@ -98,6 +98,13 @@ class PrintsInForward(nn.Module):
         return x * 2
 
 
+def test_a_syntax_error_is_placed_at_the_line_it_could_not_parse():
+    """A file that does not parse is placed at its file:line, which the import's frames miss."""
+    with pytest.raises(SyntaxError) as raised:
+        compile("x = 1\ny = (\n", "model.py", "exec")
+    assert check.error_frame(raised.value) == "model.py:2"
+
+
 def test_a_graph_break_is_listed_with_its_line_and_a_hint(capsys, project):
     """A print() in forward is one problem, the break at its file:line with the fix, exit 1; the
     rungs that fail on it say so on their lines, not in findings of their own."""

@@ -240,7 +240,10 @@ def caller_of_torch() -> str:
 
 
 def error_frame(error: BaseException) -> str:
-    """Where in your code an error arose: Dynamo names the traced line in its message."""
+    """Where in your code an error arose: Dynamo names the traced line in its message, and a
+    SyntaxError the line it could not parse (the frames are the import's, not yours)."""
+    if isinstance(error, SyntaxError) and error.filename:
+        return f"{error.filename}:{error.lineno}"
     return traced_frame(str(error)) or user_frame(traceback.extract_tb(error.__traceback__))
 
 
