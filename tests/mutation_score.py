@@ -177,11 +177,7 @@ def main() -> int:
         results = read_results(folder)
         rows += table_rows(target, results)
         survivors += [(target.name, *survivor) for survivor in survivors_of(target, folder, results)]
-        tested |= {
-            (target.name, function_of(name))
-            for name, code in results.items()
-            if code not in NOT_RUN | SKIPPED
-        }
+        tested |= fully_tested(target.name, results)
         # The CPU time too: on a shared machine the wall-clock time says little.
         print(
             f"{target.name}: {time.perf_counter() - started:.0f} s, {children_cpu() - cpu:.0f} CPU s",
@@ -487,6 +483,16 @@ def print_table(rows: list[tuple]) -> None:
             f"{target:<16} {module:<28} {counts['mutants']:>7} {counts['killed']:>6} "
             f"{counts['survived']:>8} {counts['timed out']:>9} {shown:>6}{flag}{untested}"
         )
+
+
+def fully_tested(target: str, results: dict[str, int | None]) -> set[tuple[str, str]]:
+    """(target, function) of each function whose every mutant this run tested (none skipped
+    alone): a run stopped midway keeps the rows of a function's untested mutants, verdicts and
+    all."""
+    codes: dict[tuple[str, str], list[int | None]] = {}
+    for name, code in results.items():
+        codes.setdefault((target, function_of(name)), []).append(code)
+    return {key for key, each in codes.items() if not NOT_RUN & set(each) and not set(each) <= SKIPPED}
 
 
 def survivors_of(target: Target, work: Path, results: dict[str, int | None]) -> list[tuple[str, str, str]]:

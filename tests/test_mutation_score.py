@@ -109,6 +109,19 @@ def test_a_run_rewrites_only_the_rows_of_the_functions_it_tested(tmp_path, monke
     assert rows == ["| toolkit | bench.run | `` -a ⏎ +b `` | equivalent: why |"]
 
 
+def test_a_function_is_tested_once_its_every_mutant_ran():
+    """A run stopped midway tests a function only if it ran all of its mutants: the rows of the
+    others stay. A function whose every mutant was skipped was not tested."""
+    results = {
+        f"{SHARED_TOOLKIT}.contract.x_whole__mutmut_1": 1,
+        f"{SHARED_TOOLKIT}.contract.x_whole__mutmut_2": 0,
+        f"{SHARED_TOOLKIT}.contract.x_half__mutmut_1": 1,
+        f"{SHARED_TOOLKIT}.contract.x_half__mutmut_2": None,
+        f"{SHARED_TOOLKIT}.contract.x_skipped__mutmut_1": 34,
+    }
+    assert mutation_score.fully_tested("toolkit", results) == {("toolkit", "contract.whole")}
+
+
 def test_again_tests_only_the_mutants_not_killed_yet_of_the_modules_given(tmp_path, monkeypatch):
     """--again hands mutmut the mutants that survived or have not run, of the modules asked for,
     and no others."""
