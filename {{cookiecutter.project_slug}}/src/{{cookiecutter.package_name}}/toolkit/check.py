@@ -8,19 +8,19 @@ tensor parallelism the model is sharded by parallel_plan() as the MRE shards it,
 the DTensor layers and their collectives: over one rank under plain python, over N under `torchrun
 --nproc-per-node N -m <package> check` (rank 0 prints); parallel_plan() is rehearsed first, in this
 process, for --nproc-per-node ranks. Then it lists every graph break (torch._dynamo.explain) that
-the example inputs reach with file:line, the reason and a one-line hint, and walks each rung of
-the npugraph_ex fault-isolation ladder that can run here, comparing each output with eager's
-within the tolerance of its dtype (contract.tolerances()): the `eager` backend (Dynamo only),
-`aot_eager` (the stand-in), and on an NPU npugraph_ex with force_eager, with force_recapture,
-then plain; last, the backend the MRE runs (select_backend()), if the ladder has not run it: one
-forced with $NPUGRAPH_BACKEND. A second call on new inputs of the same shapes must not recompile;
-if it does, check prints the guard Dynamo names. Each rung starts from the state the eager run started from (its buffers: a KV cache, a step
-counter), and must leave the state eager left as well as return its output. A model whose eager
-calls make a tensor, or set or change a Python number, outside that state (state.watching()) is
-checked no further: no rung could start from the state eager started from. Each non-tensor input is
-a warning: graph mode bakes its value in, so new values recompile. Each problem is listed once, at
-the line of yours where it arises: under fullgraph=True every rung fails at the first graph break
-or missing fake function, and its own line in the report says so.
+the example inputs reach with file:line, the reason and a one-line hint, and walks each rung of the
+npugraph_ex fault-isolation ladder that can run here, comparing each output with eager's within the
+tolerance of its dtype (contract.tolerances()): the `eager` backend (Dynamo only), `aot_eager` (the
+stand-in), and on an NPU npugraph_ex with force_eager, with force_recapture, then plain; last, the
+backend the MRE runs (select_backend()), if the ladder has not run it: one forced with
+$NPUGRAPH_BACKEND. A second call on new inputs of the same shapes must not recompile; if it does,
+check prints the guard Dynamo names. Each rung starts from the state the eager run started from (its
+buffers: a KV cache, a step counter), and must leave the state eager left as well as return its
+output. A model whose eager calls make a tensor, or set or change a Python number, outside that
+state (state.watching()) is checked no further: no rung could start from the state eager started
+from. Each non-tensor input is a warning: graph mode bakes its value in, so new values recompile.
+Each problem is listed once, at the line of yours where it arises: under fullgraph=True every rung
+fails at the first graph break or missing fake function, and its own line in the report says so.
 
 Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all,
 keeps state that no run can be started from, or $NPUGRAPH_BACKEND names no backend that can run
