@@ -486,9 +486,8 @@ def print_table(rows: list[tuple]) -> None:
 
 
 def fully_tested(target: str, results: dict[str, int | None]) -> set[tuple[str, str]]:
-    """(target, function) of each function whose every mutant this run tested (none skipped
-    alone): a run stopped midway keeps the rows of a function's untested mutants, verdicts and
-    all."""
+    """(target, function) of each function whose mutants have all run, not all of them skipped:
+    a run stopped midway keeps the rows of a function's untested mutants, verdicts and all."""
     codes: dict[tuple[str, str], list[int | None]] = {}
     for name, code in results.items():
         codes.setdefault((target, function_of(name)), []).append(code)

@@ -2595,7 +2595,7 @@ MUTATIONS = (
     Mutation(
         "check puts a raising Meta function's error at the op's call",
         f"{TOOLKIT}/check.py",
-        "                where = user_frame(traceback.extract_tb(root_cause(error).__traceback__)) or where\n",
+        "                where = user_frame(traceback.extract_tb(first.__traceback__)) or where\n",
         "",
         "tests/toolkit/test_check.py -k raises_is_one",
     ),

@@ -44,16 +44,9 @@ def test_pip_install_editable_with_test_group_then_tests_and_mre_pass(tmp_path):
 
     install = ["-m", "pip", "install", "--quiet", "-e", ".", "--group", "test"]
     run(python, *install, cwd=project, env=PIP_WITHOUT_BYTECODE)
-    run(
-        python,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        f"--basetemp={tmp_path / 'pytest'}",
-        cwd=project,
-    )
+    # Its own temp root, as run_in gives each run in a bake (conftest.py says why).
+    suite = ["-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'pytest'}"]
+    run(python, *suite, cwd=project)
     # Installed, not merely on a path: the MRE runs from any folder.
     report = run(python, "-m", f"{package_of(project)}.mre", cwd=tmp_path)
     assert report.startswith("backend     aot_eager")

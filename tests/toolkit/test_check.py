@@ -1448,7 +1448,8 @@ class CallsUndeclaredWrite(nn.Module):
         return doubled_in_place_undeclared(x) + 1
 
 
-def test_a_meta_function_that_raises_is_one_problem_at_the_line_that_raised(capsys, monkeypatch):
+@pytest.mark.parametrize("project", ["forward_project"], indirect=True)
+def test_a_meta_function_that_raises_is_one_problem_at_the_line_that_raised(capsys, project, monkeypatch):
     """A Meta function that raises is a problem at its own line, not at the op's call, and is
     said once: fake tensors' log of it, with its traceback, is not written."""
     logged = []
@@ -1456,15 +1457,10 @@ def test_a_meta_function_that_raises_is_one_problem_at_the_line_that_raised(caps
     handler.emit = logged.append
     fake_tensor_log = logging.getLogger("torch._subclasses.fake_tensor")
     monkeypatch.setattr(fake_tensor_log, "handlers", [*fake_tensor_log.handlers, handler])
-    tool = importlib.import_module("forward_project.toolkit.check")
-    monkeypatch.setattr(tool.project, "OP", "check_tests::doubled_raising_meta")
-    monkeypatch.setattr(tool.project, "OP_PLUGIN", True)
-    model = importlib.import_module("forward_project.model")
-    monkeypatch.setattr(model, "build_model", CallsRaisingMeta)
-    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(2, 3),))
-    code = tool.main(["--json"])
-    findings = json.loads(capsys.readouterr().out)["findings"]
-    (found,) = [f for f in findings if f["what"].startswith("check_")]
+    monkeypatch.setattr(project.check.project, "OP", "check_tests::doubled_raising_meta")
+    monkeypatch.setattr(project.check.project, "OP_PLUGIN", True)
+    code, result = run_check(capsys, project, CallsRaisingMeta, torch.ones(2, 3))
+    (found,) = [f for f in result["findings"] if f["what"].startswith("check_")]
     assert (code, found["what"]) == (1, "check_tests::doubled_raising_meta's Meta function")
     assert "name 'xx' is not defined" in found["reason"]
     assert found["where"] == f"{__file__}:{line_of('the Meta function raises here')} (_)"
@@ -1472,18 +1468,14 @@ def test_a_meta_function_that_raises_is_one_problem_at_the_line_that_raised(caps
     assert logged == []
 
 
-def test_a_kernel_that_writes_an_input_it_does_not_declare_is_a_schema_problem(capsys, monkeypatch):
+@pytest.mark.parametrize("project", ["forward_project"], indirect=True)
+def test_a_kernel_that_writes_an_input_it_does_not_declare_is_a_schema_problem(capsys, project, monkeypatch):
     """A kernel that writes an input the schema does not mark is a problem of the schema, with
     the fix for the schema, not for the fake function."""
-    tool = importlib.import_module("forward_project.toolkit.check")
-    monkeypatch.setattr(tool.project, "OP", "check_tests::doubled_in_place_undeclared")
-    model = importlib.import_module("forward_project.model")
-    monkeypatch.setattr(model, "build_model", CallsUndeclaredWrite)
-    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(2, 3),))
-    assert tool.main(["--json"]) == 1
-    findings = json.loads(capsys.readouterr().out)["findings"]
-    (found,) = [f for f in findings if f["what"].startswith("check_tests::")]
-    assert found["what"] == "check_tests::doubled_in_place_undeclared's schema"
+    monkeypatch.setattr(project.check.project, "OP", "check_tests::doubled_in_place_undeclared")
+    code, result = run_check(capsys, project, CallsUndeclaredWrite, torch.ones(2, 3))
+    (found,) = [f for f in result["findings"] if f["what"].startswith("check_tests::")]
+    assert (code, found["what"]) == (1, "check_tests::doubled_in_place_undeclared's schema")
     assert "x is not defined as mutable but was mutated" in found["reason"]
     assert found["hint"] == (
         "name each input the kernel writes in mutates_args (custom_op.py), or make the kernel "

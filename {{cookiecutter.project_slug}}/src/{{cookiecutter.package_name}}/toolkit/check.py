@@ -83,6 +83,8 @@ from .state import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from .parallel import Ranks
 
 # (pattern in the error or break reason, the hint a first-day user needs).
@@ -267,17 +269,22 @@ class OpCalls(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-def lacks_fake_function(error: BaseException | None) -> bool:
+def causes(error: BaseException) -> Iterator[BaseException]:
+    """`error`, then each error it was raised from, the first one last."""
+    while error is not None:
+        yield error
+        error = error.__cause__
+
+
+def lacks_fake_function(error: BaseException) -> bool:
     """Whether `error`, or an error it was raised from, says the operator has no fake (or Meta)
     function: fake tensors' UnsupportedOperatorException for an operator with no Meta kernel, the
     RuntimeError of torch/_library/custom_ops.py for a custom_op with no register_fake."""
-    while error is not None:
-        if isinstance(error, UnsupportedOperatorException) or str(error).startswith(
-            "There was no fake impl registered"
-        ):
-            return True
-        error = error.__cause__
-    return False
+    return any(
+        isinstance(cause, UnsupportedOperatorException)
+        or str(cause).startswith("There was no fake impl registered")
+        for cause in causes(error)
+    )
 
 
 def fake_problems(calls: OpCalls) -> list[Finding]:
@@ -321,16 +328,10 @@ def fake_problems(calls: OpCalls) -> list[Finding]:
             else:
                 hint = wrong
                 # A fake function that raises: the line of yours that raised, not the op's call.
-                where = user_frame(traceback.extract_tb(root_cause(error).__traceback__)) or where
+                *_, first = causes(error)
+                where = user_frame(traceback.extract_tb(first.__traceback__)) or where
             findings.append(Finding(what, reason, where, hint))
     return findings
-
-
-def root_cause(error: BaseException) -> BaseException:
-    """The first error of the chain that `error` was raised from."""
-    while error.__cause__ is not None:
-        error = error.__cause__
-    return error
 
 
 @contextlib.contextmanager
