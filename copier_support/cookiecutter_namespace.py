@@ -20,16 +20,19 @@ COOKIECUTTER_JSON = json.loads((Path(__file__).parents[1] / "cookiecutter.json")
 # cookiecutter.json's name for copier's answers file: under cookiecutter it is "", a file name that
 # cookiecutter skips; under copier it names the file `copier update` reads.
 ANSWERS_FILE = "__answers"
+# cookiecutter's check of all the answers at once (answer_check.py): copier refuses each answer as
+# it is typed, by the same rules, instead.
+REFUSAL = "__refusal"
 ANSWERED = [name for name in COOKIECUTTER_JSON if not name.startswith("_")]
 DERIVED = {
     name: expression
     for name, expression in COOKIECUTTER_JSON.items()
-    if name.startswith("__") and isinstance(expression, str) and name != ANSWERS_FILE
+    if name.startswith("__") and isinstance(expression, str) and name not in (ANSWERS_FILE, REFUSAL)
 }
 SETTINGS = {
     name: value
     for name, value in COOKIECUTTER_JSON.items()
-    if name not in ANSWERED and name not in DERIVED and name != ANSWERS_FILE
+    if name not in ANSWERED and name not in DERIVED and name not in (ANSWERS_FILE, REFUSAL)
 }
 
 

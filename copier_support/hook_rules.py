@@ -1,8 +1,8 @@
-"""The cookiecutter hooks' rules, for copier.yml: which questions are asked (`when:`), which
-answers are refused (`validator:`), which defaults are offered (`default:`) and which files are
-pruned (`_exclude`).
+"""The rules cookiecutter bakes by (hooks/), for copier.yml: which questions are asked (`when:`),
+which answers are refused (`validator:`), which defaults are offered (`default:`) and which files
+are pruned (`_exclude`).
 
-The rules live in hooks/ alone, where cookiecutter runs them; copier calls the same functions
+The rules live in hooks/ alone, where cookiecutter applies them; copier calls the same functions
 through the Jinja globals below, so the two tools cannot drift apart.
 """
 
@@ -37,7 +37,7 @@ def load_hook(name: str) -> ModuleType:
     return module
 
 
-pre_gen = load_hook("pre_gen_project")
+rules = load_hook("answer_rules")
 post_gen = load_hook("post_gen_project")
 
 
@@ -48,13 +48,13 @@ def answers_in(context: Context) -> dict[str, Any]:
 @pass_context
 def asked(context: Context, variable: str) -> bool:
     """Whether copier asks `variable`, after the answers given so far."""
-    return pre_gen.asked(variable, answers_in(context))
+    return rules.asked(variable, answers_in(context))
 
 
 @pass_context
 def refusal(context: Context, variable: str) -> str:
-    """The pre-generation hook's ERROR lines about the answer just typed for `variable`, or ""."""
-    return pre_gen.refusal(variable, answers_in(context))
+    """The rules' ERROR lines about the answer just typed for `variable`, or ""."""
+    return rules.refusal(variable, answers_in(context))
 
 
 @pass_context
@@ -64,7 +64,7 @@ def offered(context: Context, variable: str, default: str) -> Any:
     a default its validator refuses, before the user could type another, so then it offers none.
     A question not asked keeps its default, refused or not, as under cookiecutter."""
     answers = {**answers_in(context), variable: default}
-    if pre_gen.asked(variable, answers) and pre_gen.refusal(variable, answers):
+    if rules.asked(variable, answers) and rules.refusal(variable, answers):
         return context["UNSET"]  # copier's "no default": the user must type an answer
     return default
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from hook_rules import COOKIECUTTER_JSON, pre_gen
+from hook_rules import COOKIECUTTER_JSON, rules
 
 
 def quoted(text: str) -> str:
@@ -29,7 +29,7 @@ def question(name: str) -> list[str]:
         offered = "{% set default %}" + value + "{% endset %}{{ offered(" + repr(name) + ", default) }}"
         lines.append(f"  default: {quoted(offered)}")
         lines.append(f"  validator: {quoted('{{ refusal(' + repr(name) + ') }}')}")
-    if name in pre_gen.ASKED_WHEN:
+    if name in rules.ASKED_WHEN:
         lines.append(f"  when: {quoted('{{ asked(' + repr(name) + ') }}')}")
     return lines
 

@@ -1,7 +1,8 @@
 """Prune what belongs to the options not chosen, then print the next steps.
 
 Runs inside the new project with the interpreter that runs cookiecutter: standard library only.
-Answers come in as JSON data (see pre_gen_project.py).
+Cookiecutter renders the answers into this file as JSON data, which main() parses: quotes or code
+in an answer can neither break this file nor run.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import sys
 from pathlib import Path
 
 RENDERED_ANSWERS = r"""{{ cookiecutter | tojson }}"""
+# Rendering this file checks the answers again, for a replay file, which skips the first check
+# (answer_check.py); a passing check adds nothing here:{{ cookiecutter | refuse_bad_answers }}
 
 OP_PLUGIN_FILES = [
     "src/{package}/meta_registrations.py",

@@ -323,7 +323,7 @@ def mutmut_config(target: Target, work: Path) -> str:
         # lists the tests with --collect-only, which syrupy would fail as leaving every snapshot
         # unused.
         arguments = ["-p", "no:cacheprovider", "-n", "0", "-p", "mutation_tracing", "--snapshot-warn-unused"]
-        also_copy = ["cookiecutter.json", "{{cookiecutter.project_slug}}"]
+        also_copy = ["answer_check.py", "cookiecutter.json", "{{cookiecutter.project_slug}}"]
     else:
         sources = [base]
         arguments = ["-p", "no:cacheprovider", "-p", "mutation_tracing"]

@@ -21,7 +21,7 @@ from conftest import (
     variant_id,
 )
 from copier_prompts import answer_questions
-from test_hooks import BAD_ANSWERS, BAD_OP_ANSWERS, DEFAULTS, EDGE_ANSWERS, IRRELEVANT, REFUSALS, pre_gen
+from test_hooks import BAD_ANSWERS, BAD_OP_ANSWERS, DEFAULTS, EDGE_ANSWERS, IRRELEVANT, REFUSALS, rules
 
 ANSWERS_FILES = {".copier-answers.yml"}
 
@@ -115,7 +115,7 @@ def test_a_default_the_hook_would_refuse_is_not_offered(copier_template, monkeyp
     session = answer_questions(copier_template, typed, monkeypatch)
     assert session.answers["project_slug"] == "test"
     assert session.refused == {
-        "package_name": [pre_gen.refusal("package_name", {**DEFAULTS, "package_name": "test"})]
+        "package_name": [rules.refusal("package_name", {**DEFAULTS, "package_name": "test"})]
     }
     assert session.answers["package_name"] == "my_test"
 
@@ -148,7 +148,7 @@ def test_copier_refuses_as_typed_what_the_hook_refuses(copier_template, monkeypa
     and asked again; each answer it accepts is accepted. An answer to a question not asked counts
     when given as --data, and is checked there."""
     complete = {**DEFAULT_CHOICES, **DEFAULTS, **answers}
-    expected = {name: pre_gen.refusal(name, complete) for name in complete}
+    expected = {name: rules.refusal(name, complete) for name in complete}
     session = answer_questions(copier_template, typed_answers(complete), monkeypatch)
     refused = {name: "\n".join(messages) for name, messages in session.refused.items()}
     assert refused == {name: expected[name] for name in session.asked if expected[name]}

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import re
+import subprocess
 import sys
 import tomllib
 from email.headerregistry import Address
 from pathlib import Path
 
 import pytest
-from conftest import CODE_VARIANTS, TEMPLATE, bake
+from conftest import CODE_VARIANTS, TEMPLATE, bake, isolated_config
 from cookiecutter.exceptions import FailedHookException
+from cookiecutter.main import cookiecutter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +28,7 @@ def load_hook(name: str):
     return module
 
 
-pre_gen = load_hook("pre_gen_project")
+rules = load_hook("answer_rules")
 post_gen = load_hook("post_gen_project")
 
 BAD_ANSWERS = {
@@ -75,26 +78,81 @@ def says(error: str, why: str) -> bool:
 
 
 @pytest.mark.parametrize(("variable", "value", "why"), BAD_ANSWERS.values(), ids=BAD_ANSWERS.keys())
-def test_bad_answer_is_refused_with_variable_value_and_fix(tmp_path, capfd, variable, value, why):
+def test_bad_answer_is_refused_with_variable_value_and_fix(tmp_path, variable, value, why):
     """The bake fails with an ERROR line naming the variable, the value and the reason, leaving no folder."""
-    with pytest.raises(FailedHookException):
+    with pytest.raises(FailedHookException) as refused:
         bake(tmp_path, **{variable: value})
-    error = capfd.readouterr().err
+    error = str(refused.value)
     assert f"ERROR: {variable}={value!r}" in error
     assert says(error, why)
     assert "e.g." in error  # the fix
     assert not any((tmp_path / "out").iterdir())
 
 
-def test_a_refusal_says_what_the_traceback_after_it_is(tmp_path, capfd):
-    """After its ERROR lines the hook says that nothing was written, that cookiecutter's traceback
-    only reports the refusal, and how to bake again without retyping every answer."""
-    with pytest.raises(FailedHookException):
-        bake(tmp_path, workload="decode", input_shape="2, 8, 33")
-    lines = capfd.readouterr().err.splitlines()
-    assert lines[0].startswith("ERROR: input_shape='2, 8, 33' has a hidden size of 33")
-    assert lines[1] == pre_gen.AFTER_THE_ERRORS
-    assert "--replay-file" in lines[1]
+def test_the_cookiecutter_command_prints_a_refusal_alone_and_makes_no_folder(tmp_path):
+    """The command prints the ERROR lines and the command to bake again, with no traceback, exits 1,
+    and leaves the output folder as it was: the answers are refused before the project folder exists."""
+    config, output = isolated_config(tmp_path), tmp_path / "out"
+    output.mkdir()
+    command = [
+        sys.executable,
+        "-m",
+        "cookiecutter",
+        "--no-input",
+        "--config-file",
+        str(config),
+        "-o",
+        str(output),
+    ]
+    done = subprocess.run(
+        [*command, str(TEMPLATE), "workload=decode", "input_shape=2, 8, 33"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    error = (
+        "ERROR: input_shape='2, 8, 33' has a hidden size of 33, which workload=decode needs divisible "
+        "by 2 (rotary positions turn pairs of features); e.g. 2, 8, 34"
+    )
+    again = f"cookiecutter {TEMPLATE} --no-input workload=decode input_shape='2, 8, 33'"
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        error,
+        f"No project was made. Correct the answers above and bake again: {again}",
+    ]
+    assert "Traceback" not in done.stderr
+    assert list(output.iterdir()) == []
+
+
+def test_a_refusal_repeats_the_answers_given_but_not_those_derived_from_them():
+    """The command to bake again carries each answer that differs from its default, quoted for the
+    shell; a slug or namespace derived from a refused name is left to follow the corrected one."""
+    defaults = json.loads((TEMPLATE / "cookiecutter.json").read_text())
+    answers = {**DEFAULTS, "project_name": "It's mine", "package_name": "torch", "op_namespace": "torch"}
+    message = rules.refusal_message(answers, "gh:org/npugraph-template", defaults)
+    assert message.splitlines()[-1].endswith(
+        "bake again: cookiecutter gh:org/npugraph-template --no-input "
+        "project_name='It'\"'\"'s mine' description='Graph-mode inference.' package_name=torch"
+    )
+    assert rules.refusal_message(DEFAULTS, "gh:org/npugraph-template", defaults) == ""
+
+
+def test_a_replay_file_with_a_bad_answer_is_refused_and_leaves_no_folder(tmp_path):
+    """A replay skips the questions, and the first check with them; rendering the post-generation
+    hook checks the answers again, and cookiecutter removes the project it made."""
+    bake(tmp_path / "first")
+    replay = json.loads(next((tmp_path / "first" / "replay").glob("*.json")).read_text())
+    replay["cookiecutter"]["package_name"] = "torch"
+    (tmp_path / "bad.json").write_text(json.dumps(replay))
+    with pytest.raises(FailedHookException, match="package_name='torch' would shadow"):
+        cookiecutter(
+            str(TEMPLATE),
+            replay=str(tmp_path / "bad.json"),
+            output_dir=str(tmp_path / "out"),
+            config_file=str(isolated_config(tmp_path / "second")),
+        )
+    assert list((tmp_path / "out").iterdir()) == []
 
 
 DEFAULTS = {
@@ -158,12 +216,12 @@ BAD_OP_ANSWERS = {
 @pytest.mark.parametrize(
     ("answers", "variable", "value", "why"), BAD_OP_ANSWERS.values(), ids=BAD_OP_ANSWERS.keys()
 )
-def test_bad_op_answer_is_refused(tmp_path, capfd, answers, variable, value, why):
+def test_bad_op_answer_is_refused(tmp_path, answers, variable, value, why):
     """Combinations that cannot work (custom-op, tensor-parallel) are refused like the others,
     leaving no folder."""
-    with pytest.raises(FailedHookException):
+    with pytest.raises(FailedHookException) as refused:
         bake(tmp_path, **answers, **{variable: value})
-    error = capfd.readouterr().err
+    error = str(refused.value)
     assert f"ERROR: {variable}={value!r}" in error
     assert says(error, why)
     assert not any((tmp_path / "out").iterdir())
@@ -172,10 +230,10 @@ def test_bad_op_answer_is_refused(tmp_path, capfd, answers, variable, value, why
 def test_default_answers_have_no_problems():
     """The defaults in cookiecutter.json pass every check, with and without a custom op, tensor
     parallelism or decode."""
-    assert pre_gen.problems(DEFAULTS) == []
-    assert pre_gen.problems({**DEFAULTS, "custom_op": "in_place", "op_registration": "op_plugin"}) == []
-    assert pre_gen.problems({**DEFAULTS, "parallel": "tensor_parallel"}) == []
-    assert pre_gen.problems({**DEFAULTS, "workload": "decode", "parallel": "tensor_parallel"}) == []
+    assert rules.problems(DEFAULTS) == []
+    assert rules.problems({**DEFAULTS, "custom_op": "in_place", "op_registration": "op_plugin"}) == []
+    assert rules.problems({**DEFAULTS, "parallel": "tensor_parallel"}) == []
+    assert rules.problems({**DEFAULTS, "workload": "decode", "parallel": "tensor_parallel"}) == []
 
 
 def test_every_problem_is_reported_at_once():
@@ -187,7 +245,7 @@ def test_every_problem_is_reported_at_once():
         "input_shape": "0",
         "cache_dir": "/abs",
     }
-    assert [line.split("=")[0] for line in pre_gen.problems(answers)] == [
+    assert [line.split("=")[0] for line in rules.problems(answers)] == [
         "ERROR: package_name",
         "ERROR: model_class",
         "ERROR: input_shape",
@@ -248,7 +306,7 @@ def test_generated_names_list_what_model_class_could_clash_with(baked):
             if "TinyBlock" in names:
                 bound |= names
     bound -= {"TinyBlock", "annotations"}
-    assert {name for name in bound if not name.startswith("test_")} == pre_gen.GENERATED_NAMES
+    assert {name for name in bound if not name.startswith("test_")} == rules.GENERATED_NAMES
 
 
 def test_post_gen_removes_the_other_modes_files():
@@ -521,7 +579,7 @@ REFUSALS = {
 @pytest.mark.parametrize(("answers", "line"), REFUSALS.values(), ids=REFUSALS.keys())
 def test_each_refusal_reads_in_full(answers, line):
     """Each refusal is one ERROR line: the variable, its value, why, and an example that works."""
-    assert pre_gen.problems({**DEFAULTS, **answers}) == [line]
+    assert rules.problems({**DEFAULTS, **answers}) == [line]
 
 
 # Answers over DEFAULTS at the edge of each rule, which pass.
@@ -540,11 +598,11 @@ EDGE_ANSWERS = [
 @pytest.mark.parametrize("answers", EDGE_ANSWERS)
 def test_answers_at_the_edge_of_each_rule_pass(answers):
     """Limits are inclusive, and op answers without an op (or op-plugin's) are not checked."""
-    assert pre_gen.problems({**DEFAULTS, **answers}) == []
+    assert rules.problems({**DEFAULTS, **answers}) == []
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.from_regex(pre_gen.PLAIN_ADDRESS, fullmatch=True))
+@given(st.from_regex(rules.PLAIN_ADDRESS, fullmatch=True))
 def test_an_address_taken_without_the_parser_is_one_the_parser_takes(email):
     """The hook accepts a plain address without importing email's parser: each must be one that
     the parser package metadata uses accepts, in ASCII."""
@@ -555,7 +613,7 @@ def test_an_address_taken_without_the_parser_is_one_the_parser_takes(email):
 def test_every_control_character_in_free_text_is_named():
     """Every free-text answer with a control character gets its own line, naming it."""
     answers = {**DEFAULTS, "description": "a\nb", "author_name": "x\ty"}
-    assert pre_gen.problems(answers) == [
+    assert rules.problems(answers) == [
         f"ERROR: {variable}={value!r} has a newline or another control or invisible character, which "
         "package metadata cannot hold; write it on one line, e.g. NPU Graph Demo"
         for variable, value in [("description", "a\nb"), ("author_name", "x\ty")]
@@ -659,21 +717,21 @@ def test_asked_leaves_out_the_questions_other_answers_make_irrelevant(answers, i
     """cache_dir matters in cache_compile mode only, the op's registration and name with a custom
     op only, its namespace with a torch.library op only; every other question always."""
     complete = {**DEFAULTS, **answers}
-    assert {name for name in complete if not pre_gen.asked(name, complete)} == irrelevant
+    assert {name for name in complete if not rules.asked(name, complete)} == irrelevant
 
 
 def test_a_refusal_is_the_hooks_lines_about_that_answer_alone():
     """refusal() gives the ERROR lines that name one variable, joined, and "" for a good answer:
     what copier shows under the question as it is typed."""
     answers = {**DEFAULTS, "project_name": " ", "model_class": "1x", "description": "a\nb"}
-    lines = pre_gen.problems(answers)
-    assert pre_gen.refusal("project_name", answers) == lines[0]
-    assert pre_gen.refusal("description", answers) == lines[1]
-    assert pre_gen.refusal("model_class", answers) == lines[2]
-    assert pre_gen.refusal("package_name", answers) == ""
+    lines = rules.problems(answers)
+    assert rules.refusal("project_name", answers) == lines[0]
+    assert rules.refusal("description", answers) == lines[1]
+    assert rules.refusal("model_class", answers) == lines[2]
+    assert rules.refusal("package_name", answers) == ""
     both = {**DEFAULTS, "author_email": "a\n@b"}
-    assert pre_gen.refusal("author_email", both) == "\n".join(pre_gen.problems(both))
-    assert pre_gen.refusal("author_email", both).count("\n") == 1
+    assert rules.refusal("author_email", both) == "\n".join(rules.problems(both))
+    assert rules.refusal("author_email", both).count("\n") == 1
 
 
 IMPORT = re.compile(r"^\s*(?:import ([A-Za-z_]\w*)|from ([A-Za-z_]\w*)[\w.]* import )", re.MULTILINE)
@@ -688,4 +746,4 @@ def test_every_library_the_project_imports_is_a_package_name_refused():
         imported |= {first or second for first, second in IMPORT.findall(path.read_text())}
     libraries = {name for name in imported if name not in sys.stdlib_module_names} - {"__future__"}
     assert "torch" in libraries
-    assert libraries <= pre_gen.SHADOWED_MODULES, libraries - pre_gen.SHADOWED_MODULES
+    assert libraries <= rules.SHADOWED_MODULES, libraries - rules.SHADOWED_MODULES

@@ -79,7 +79,7 @@ def test_a_projects_toolkit_module_answers_to_the_shared_copys_name():
     assert shared_name("decode_project.toolkit.report", "shared_toolkit") == "shared_toolkit.report"
     assert shared_name("decode_project.model", "shared_toolkit") == "decode_project.model"
     assert shared_name("decode_project.toolkit", "shared_toolkit") == "decode_project.toolkit"
-    assert shared_name("hooks.pre_gen_project", "shared_toolkit") == "hooks.pre_gen_project"
+    assert shared_name("hooks.answer_rules", "shared_toolkit") == "hooks.answer_rules"
 
 
 def test_a_mutant_is_named_by_its_file_and_function():
@@ -88,8 +88,8 @@ def test_a_mutant_is_named_by_its_file_and_function():
     assert (module_of(method), function_of(method)) == ("toolkit/export.py", "export.Bundler.whole")
     shared = f"{SHARED_TOOLKIT}.report.x_first_call__mutmut_3"
     assert (module_of(shared), function_of(shared)) == ("toolkit/report.py", "report.first_call")
-    hook = "hooks.pre_gen_project.x_check_slug__mutmut_12"
-    assert (module_of(hook), function_of(hook)) == ("hooks/pre_gen_project.py", "pre_gen_project.check_slug")
+    hook = "hooks.answer_rules.x_check_slug__mutmut_12"
+    assert (module_of(hook), function_of(hook)) == ("hooks/answer_rules.py", "answer_rules.check_slug")
 
 
 def test_a_run_rewrites_only_the_rows_of_the_functions_it_tested(tmp_path, monkeypatch):

@@ -1,24 +1,21 @@
-"""Refuse answers that cannot produce a working project, before anything is written.
+"""The rules that refuse answers which cannot produce a working project, before anything is written.
 
-Cookiecutter renders this file with Jinja and runs it with the interpreter that runs cookiecutter,
-so it uses the standard library only, and every answer comes in as JSON data: quotes or code in an
-answer can neither break this file nor run.
-
-Copier imports it unrendered (copier_support/hook_rules.py): its questions' `when:` is asked() and
-their `validator:` is refusal(), so both tools ask and refuse by the same rules, in the same words.
+Cookiecutter applies them in its own process, as soon as the last question is answered
+(answer_check.py, a Jinja extension that cookiecutter.json names): the answers reach them as
+Python data, never as code. Copier calls them as each answer is typed (copier_support/hook_rules.py):
+its questions' `when:` is asked() and their `validator:` is refusal(), so both tools ask and refuse
+by the same rules, in the same words. Standard library only: this file is template code, not
+the project's, and runs wherever cookiecutter or copier runs.
 """
 
 from __future__ import annotations
 
-import json
 import keyword
 import re
+import shlex
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath, PureWindowsPath
-
-# Cookiecutter renders the answers as JSON into this raw string; main() parses them back as data.
-RENDERED_ANSWERS = r"""{{ cookiecutter | tojson }}"""
 
 # Import names that would shadow a module the generated project, its tests or its tools import,
 # beyond the standard library (which sys.stdlib_module_names lists, without its `test` package).
@@ -186,7 +183,7 @@ def check_namespace(namespace: str) -> str | None:
 
 
 # An address of plain dot-atoms (RFC 5322 atext), such as the default you@example.com: the parser
-# below accepts every one, and importing it is most of this hook's start-up, on every bake.
+# below accepts every one, and a plain address spares the bake importing it.
 ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 PLAIN_ADDRESS = re.compile(rf"{ATEXT}(?:\.{ATEXT})*@{ATEXT}(?:\.{ATEXT})*")
 
@@ -287,24 +284,30 @@ def refusal(variable: str, answers: dict[str, object]) -> str:
     )
 
 
-# Cookiecutter runs this hook as a child process and reports any failed hook with a traceback of
-# its own (logger.exception in cookiecutter/hooks.py): an exit status is all this hook can return,
-# so it says what the traceback is, and how to try again without typing every answer again.
-AFTER_THE_ERRORS = (
-    "Nothing was written. The traceback cookiecutter prints next is its report of this refusal. "
-    "Fix the answers above and bake again: `cookiecutter --replay-file` with the answers it saved "
-    "in its replay folder (~/.cookiecutter_replay/), corrected, spares typing them all again."
-)
+def refusal_message(answers: dict[str, object], template: str, defaults: Mapping[str, object]) -> str:
+    """Every ERROR line for `answers`, then what to do next, or "" when all of them can work.
+
+    Cookiecutter saves no replay of refused answers, so the message ends with a command that bakes
+    again with the answers given, to correct and run: those that differ from cookiecutter.json's
+    defaults, leaving out the ones its defaults derive from others (a slug from the name), which
+    follow the corrected answers again, unless one of those is refused itself.
+    """
+    errors = problems(answers)
+    if not errors:
+        return ""
+    refused = {line.removeprefix("ERROR: ").split("=")[0].split(" ")[0] for line in errors}
+    given = [
+        f"{name}={shlex.quote(str(value))}"
+        for name, value in answers.items()
+        if name in defaults
+        and not name.startswith("_")
+        and value != first_offered(defaults[name])
+        and ("{{" not in str(defaults[name]) or name in refused)
+    ]
+    command = " ".join([shlex.join(["cookiecutter", template, "--no-input"]), *given])
+    return "\n".join([*errors, f"No project was made. Correct the answers above and bake again: {command}"])
 
 
-def main() -> int:
-    errors = problems(json.loads(RENDERED_ANSWERS))
-    for line in errors:
-        print(line, file=sys.stderr)
-    if errors:
-        print(AFTER_THE_ERRORS, file=sys.stderr)
-    return 1 if errors else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def first_offered(default: object) -> object:
+    """What cookiecutter offers for a question: the first choice of a list, else the default."""
+    return default[0] if isinstance(default, list) else default
