@@ -32,7 +32,7 @@ NO_JINJA = FREE_TEXT.filter(lambda text: "{{" not in text and "{%" not in text a
 
 
 def outcome(workdir: Path, **answers: str) -> Path | None:
-    """The baked project, or None when the pre-generation hook refused the answers."""
+    """The baked project, or None when cookiecutter refused the answers."""
     try:
         return bake(workdir, **answers)
     except FailedHookException:

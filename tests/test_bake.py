@@ -195,7 +195,7 @@ def test_the_mode_not_chosen_leaves_no_trace(baked, answers):
     assert mentions == []
 
 
-# The longest names the pre-generation hook accepts (32 characters), and a long path.
+# The longest names the answer checks accept (32 characters), and a long path.
 LONG_NAMES = {
     "project_name": "A Rather Long Project Name For Graph Mode Inference On Ascend NPUs",
     "model_class": "M" + "m" * 31,

@@ -144,7 +144,7 @@ def typed_answers(answers: dict[str, str]) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("answers", HOOK_CASES.values(), ids=HOOK_CASES.keys())
 def test_copier_refuses_as_typed_what_the_hook_refuses(copier_template, monkeypatch, answers):
-    """Each answer the pre-generation hook refuses is refused where it is typed, in the hook's words,
+    """Each answer cookiecutter refuses is refused where it is typed, in the same words,
     and asked again; each answer it accepts is accepted. An answer to a question not asked counts
     when given as --data, and is checked there."""
     complete = {**DEFAULT_CHOICES, **DEFAULTS, **answers}

@@ -377,7 +377,7 @@ def test_post_gen_removes_folders_left_empty(tmp_path: Path):
 
 TP = {"parallel": "tensor_parallel"}
 TORCH_LIBRARY_OP = {"custom_op": "out_of_place", "op_registration": "torch_library"}
-# Answers over DEFAULTS, and the one line the pre-generation hook prints for them, in full: what a
+# Answers over DEFAULTS, and the one line cookiecutter refuses them with, in full: what a
 # user reads, each check's every refusal (the bakes above check a few words of each end to end).
 REFUSALS = {
     "empty project name": (
