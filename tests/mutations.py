@@ -1753,14 +1753,14 @@ MUTATIONS = (
     Mutation(
         "copier's validators refuse nothing",
         "copier_support/hook_rules.py",
-        "    return pre_gen.refusal(variable, answers_in(context))",
+        "    return rules.refusal(variable, answers_in(context))",
         '    return ""',
         "tests/test_copier.py -k refuses_as_typed",
     ),
     Mutation(
         "copier offers a default the hook refuses, and stops on it",
         "copier_support/hook_rules.py",
-        "    if pre_gen.asked(variable, answers) and pre_gen.refusal(variable, answers):",
+        "    if rules.asked(variable, answers) and rules.refusal(variable, answers):",
         "    if False:",
         "tests/test_copier.py -k default_the_hook",
     ),
