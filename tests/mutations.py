@@ -1542,7 +1542,7 @@ MUTATIONS = (
         f"{TOOLKIT}/generation.py",
         "    torch.manual_seed(0)\n    if ranks is None:",
         "    torch.manual_seed(0 if ranks is None else ranks.rank)\n    if ranks is None:",
-        "tests/test_tensor_parallel.py -k 'two_ranks_generate or share_of_the_heads'",
+        "tests/test_tensor_parallel.py -k 'two_ranks_generate or share_of'",
         DECODE_TENSOR_PARALLEL,
     ),
     # Decode with custom_op=in_place: the custom op is the KV-cache update, in both styles.

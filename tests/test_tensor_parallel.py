@@ -91,6 +91,23 @@ def test_a_failing_rank_stops_the_job_with_its_error(baked, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_plan_that_shards_no_cache_passes_the_projects_two_rank_tests(baked, tmp_path):
+    """A decode plan that shards nothing, the README's for a StaticCache, passes the project's
+    two-rank state tests: each rank's state equals one device's, and the test of each rank's
+    share of the cache skips, saying why."""
+    project = tmp_path / "project"
+    shutil.copytree(baked(workload="decode", parallel="tensor_parallel"), project)
+    model = project / "src" / package_of(project) / "model.py"
+    model.write_text(model.read_text() + "\n\ndef parallel_plan(world_size: int) -> dict:\n    return {}\n")
+    suite = again_if_torch_crashed(
+        lambda: run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "-k", "share_of")
+    )
+    assert suite.returncode == 0, suite.stdout[-3000:]
+    assert "1 passed, 1 skipped" in suite.stdout, suite.stdout[-3000:]
+    assert "parallel_plan() shards no KV cache, so each rank holds every head" in suite.stdout
+
+
+@pytest.mark.slow
 def test_a_failing_rank_fails_the_projects_suite_once(baked, tmp_path):
     """When a rank fails, the project's suite fails one test, showing the rank's own error first and
     torchrun's summary once (on CI too, where pytest would repeat a whole message in its summary),

@@ -95,24 +95,38 @@ def caches(size: int) -> dict[str, KVCacheParallel]:
     }
 
 
-def test_each_ranks_cache_holds_only_its_share_of_the_heads(two_ranks, one_device):
-    """After generating, each rank's KV cache holds 1/2 of the heads: the slice of one device's
-    cache that its own heads wrote; every other state tensor equals one device's."""
+def rank_states(two_ranks) -> list[dict[str, torch.Tensor]]:
+    """Each rank's model state after generating, or a skip when generate refused the model."""
+    states = [two_ranks.results[rank]["generate"]["value"]["state"] for rank in range(two_ranks.size)]
+    if None in states:
+        pytest.skip("generate refused your model: see test_two_ranks_generate_one_devices_tokens")
+    return states
+
+
+def test_each_ranks_state_after_generating_is_its_share_of_one_devices(two_ranks, one_device):
+    """After generating, each rank's state equals one device's: a cache the plan shards, that
+    rank's slice of it; every other state tensor, whole."""
     sharded = caches(two_ranks.size)
-    assert sharded, "parallel_plan() shards no cache"
     whole = one_device[1]
-    for rank in range(two_ranks.size):
-        state = two_ranks.results[rank]["generate"]["value"]["state"]
-        if state is None:
-            pytest.skip(
-                "generate refused your model: see test_two_ranks_generate_one_devices_tokens"
-            )
-        for path, style in sharded.items():
-            heads = whole[path].shape[style.dim] // two_ranks.size
-            assert state[path].shape[style.dim] == heads, f"rank {rank}: {path}"
+    for rank, state in enumerate(rank_states(two_ranks)):
         expected = {
             path: sharded[path].local(tensor, rank, two_ranks.size) if path in sharded else tensor
             for path, tensor in whole.items()
         }
         assert state_mismatches(state, expected) == [], f"rank {rank}"
+
+
+def test_each_ranks_cache_holds_only_its_share_of_the_heads(two_ranks, one_device):
+    """A cache that parallel_plan() shards holds 1/2 of the heads on each rank."""
+    sharded = caches(two_ranks.size)
+    if not sharded:
+        pytest.skip(
+            "parallel_plan() shards no KV cache, so each rank holds every head: README, section "
+            "'The KV cache, per rank'"
+        )
+    whole = one_device[1]
+    for rank, state in enumerate(rank_states(two_ranks)):
+        for path, style in sharded.items():
+            heads = whole[path].shape[style.dim] // two_ranks.size
+            assert state[path].shape[style.dim] == heads, f"rank {rank}: {path}"
 {%- endif %}
