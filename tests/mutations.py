@@ -1538,6 +1538,13 @@ MUTATIONS = (
         DECODE_TENSOR_PARALLEL,
     ),
     Mutation(
+        "the project's two-rank tests fail a decode plan that shards no KV cache",
+        f"{PROJECT}/tests/test_tensor_parallel.py",
+        "    if not sharded:\n        pytest.skip(",
+        '    assert sharded, "parallel_plan() shards no cache"\n    if not sharded:\n        pytest.skip(',
+        "tests/test_tensor_parallel.py -k shards_no_cache",
+    ),
+    Mutation(
         "generate under torchrun: ranks start from different seeds",
         f"{TOOLKIT}/generation.py",
         "    torch.manual_seed(0)\n    if ranks is None:",
