@@ -1545,6 +1545,13 @@ MUTATIONS = (
         "tests/test_tensor_parallel.py -k shards_no_cache",
     ),
     Mutation(
+        "the README's StaticCache wrapper builds a model whose positions stop short of the cache",
+        "tests/own_models/static_cache_llama.py",
+        "    if positions is not None and positions < MAX_SEQ_LEN:",
+        "    if positions is not None and positions < 0:",
+        "tests/test_own_models.py -k fewer_positions",
+    ),
+    Mutation(
         "generate under torchrun: ranks start from different seeds",
         f"{TOOLKIT}/generation.py",
         "    torch.manual_seed(0)\n    if ranks is None:",

@@ -9,6 +9,7 @@ it works with" table (the StaticCache Llama, BERT, ...) run in test_works_with.p
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -18,6 +19,7 @@ import tool_runs
 from conftest import bake, package_of, run_in
 from tool_runs import assert_runs_here
 from works_with import CASES as WORKS_WITH
+from works_with import behind_the_wrapper
 
 OWN_MODELS = Path(__file__).parent / "own_models"
 
@@ -383,3 +385,15 @@ def test_readme_generation_example_is_the_tested_model(baked):
     readme = (baked(workload="decode") / "README.md").read_text()
     assert f"```python\n{(OWN_MODELS / 'static_cache_llama.py').read_text()}```" in readme
     assert (OWN_MODELS / "language_model.py").read_text() not in readme
+
+
+def test_the_wrapper_refuses_a_model_with_fewer_positions_than_the_cache(tmp_path):
+    """The README's StaticCache wrapper refuses a config whose positions (GPT-2's n_positions)
+    stop short of MAX_SEQ_LEN, where a decode step would look up a position with no embedding."""
+    gpt2 = "    vocab_size=512,\n    n_embd=64,\n    n_layer=1,\n    n_head=2,\n    n_positions=16,\n"
+    (tmp_path / "model.py").write_text(behind_the_wrapper("GPT2Config", gpt2))
+    spec = importlib.util.spec_from_file_location("gpt2_model", tmp_path / "model.py")
+    model = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(model)
+    with pytest.raises(ValueError, match=r"^MAX_SEQ_LEN = 64 exceeds the model's 16 positions$"):
+        model.cache_config(model.CONFIG)

@@ -25,6 +25,10 @@ def cache_config(config):
     """The config the cache is built from: the model's, with its sliding window off, if it has
     one. Exact while MAX_SEQ_LEN fits in the window: each token attends to the positions of the
     window before it, and every position the cache holds is among them."""
+    # GPT-2's n_positions goes by this name too: a position past it has no embedding.
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions is not None and positions < MAX_SEQ_LEN:
+        raise ValueError(f"MAX_SEQ_LEN = {MAX_SEQ_LEN} exceeds the model's {positions} positions")
     window = getattr(config, "sliding_window", None)
     if window is None:
         return config
