@@ -217,8 +217,8 @@ MUTATIONS = (
     Mutation(
         "a mismatch's relative difference is taken against graph mode's value",
         f"{TOOLKIT}/contract.py",
-        "(difference[nonzero] / want[nonzero].abs())",
-        "(difference[nonzero] / got[nonzero].abs())",
+        "difference[beyond] / want[beyond].abs()\n",
+        "difference[beyond] / got[beyond].abs()\n",
         "tests/toolkit/test_contract.py -k mismatch_counts",
         None,
     ),
@@ -1550,6 +1550,27 @@ MUTATIONS = (
         "    if positions is not None and positions < MAX_SEQ_LEN:",
         "    if positions is not None and positions < 0:",
         "tests/test_own_models.py -k fewer_positions",
+    ),
+    Mutation(
+        "check compares only each rung's first call, and passes a graph that goes wrong on replay",
+        f"{TOOLKIT}/check.py",
+        "    elif differ := (\n        mismatches(output_again, expected.again_output)",
+        "    elif False and (\n        mismatches(output_again, expected.again_output)",
+        "tests/toolkit/test_check.py -k second_call",
+    ),
+    Mutation(
+        "a difference where eager has 0 reads as no relative difference",
+        f"{TOOLKIT}/contract.py",
+        "    relative = difference[beyond] / want[beyond].abs()",
+        "    relative = (difference[beyond] / want[beyond].abs()).nan_to_num(posinf=0.0)",
+        "tests/toolkit/test_contract.py -k infinitely_far",
+    ),
+    Mutation(
+        "check offers TOLERANCES for a difference far beyond rounding",
+        f"{TOOLKIT}/check.py",
+        "    return bool(mismatch.rtol) and mismatch.max_rel <= ROUNDING_REACH * mismatch.rtol",
+        "    return True",
+        "tests/toolkit/test_check.py -k differing_output_is_one_finding",
     ),
     Mutation(
         "generate under torchrun: ranks start from different seeds",

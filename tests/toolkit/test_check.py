@@ -115,7 +115,7 @@ def test_a_graph_break_is_listed_with_its_line_and_a_hint(capsys, project):
     assert found["where"].startswith(f"{__file__}:{line_of('the break check must')}")
     assert "print()" in found["hint"]
     assert {rung["name"]: rung["status"] for rung in result["rungs"]} == {
-        "eager": "fail",
+        "eager backend": "fail",
         "aot_eager": "fail",
         "npugraph_ex rungs": "skipped",
     }
@@ -344,12 +344,12 @@ def test_a_model_that_draws_random_numbers_is_ready(capsys, project):
 
 
 def test_a_differing_output_is_one_finding_with_the_hint(capsys, project):
-    """The finding for a rung that differs in one leaf: the leaf and its numbers, nothing after
-    them, and the hint to set TOLERANCES or to read the ladder."""
+    """The finding for a rung that differs in one leaf far beyond rounding: the leaf and its
+    numbers, nothing after them, and the hint to read the ladder, not to loosen TOLERANCES."""
     code, result = run_check(capsys, project, OffUnderCompile, torch.arange(-3.0, 5.0))
     (found,) = [f for f in result["findings"] if f["what"] == "aot_eager differs from eager"]
     rtol, atol = tolerances(torch.float32)["rtol"], tolerances(torch.float32)["atol"]
-    assert (code, found["hint"]) == (1, check.DIFFERS_HINT)
+    assert (code, found["hint"]) == (1, check.FAR_OFF_HINT)
     assert found["reason"] == (
         f"['hidden']: 4 of 8 elements differ beyond the tolerance: max abs difference 0.5 "
         f"(atol {atol:g}), max relative 0.5 (rtol {rtol:g})"
@@ -374,6 +374,47 @@ class RoundsUnderCompile(nn.Module):
 
     def forward(self, x):
         return x * (1 + 1e-5) if torch.compiler.is_compiling() else x.clone()
+
+
+class OffOnReplay(nn.Module):
+    """A buffer counts the calls; any compiled rung goes wrong from its second call on, as a
+    replayed graph whose first run was right may."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        off = (self.calls >= 2).to(x.dtype) if torch.compiler.is_compiling() else 0
+        return x + off
+
+
+def test_a_rung_that_goes_wrong_on_its_second_call_differs(capsys, project):
+    """Each rung's second call, on new inputs from the state its first left, is compared with
+    eager's second call too: a model right on its first call and wrong on its replay is not ready."""
+    code, result = run_check(capsys, project, OffOnReplay, torch.ones(3))
+    found = {f["what"]: f["reason"] for f in result["findings"]}
+    assert code == 1
+    assert found["aot_eager differs from eager on its second call"].startswith(
+        "output: 3 of 3 elements differ beyond the tolerance: max abs difference 1"
+    )
+    assert "aot_eager differs from eager" not in found
+
+
+class JustBeyondUnderCompile(nn.Module):
+    """Any compiled rung is 5e-4 off eager, relatively: five times float32's tolerance."""
+
+    def forward(self, x):
+        return x * (1 + 5e-4) if torch.compiler.is_compiling() else x.clone()
+
+
+def test_an_output_just_beyond_the_tolerance_is_offered_tolerances(capsys, project):
+    """A float leaf off by a few times its tolerance may be a device's rounding: the hint offers
+    TOLERANCES, beside the ladder."""
+    code, result = run_check(capsys, project, JustBeyondUnderCompile, torch.linspace(1, 4, 8))
+    (found,) = [f for f in result["findings"] if f["what"] == "aot_eager differs from eager"]
+    assert (code, found["hint"]) == (1, check.NEAR_HINT)
 
 
 def test_check_compares_within_the_dtypes_tolerance(capsys, monkeypatch, project):
@@ -477,7 +518,7 @@ def test_a_forced_backend_the_ladder_climbs_is_not_run_again(capsys, monkeypatch
     monkeypatch.setenv(BACKEND_ENV, forced)
     code, result = run_check(capsys, project, lambda: nn.Linear(3, 3), torch.ones(2, 3))
     assert code == 0
-    assert [rung["name"] for rung in result["rungs"]] == ["eager", "aot_eager", "npugraph_ex rungs"]
+    assert [rung["name"] for rung in result["rungs"]] == ["eager backend", "aot_eager", "npugraph_ex rungs"]
 
 
 def test_check_names_the_backend_the_mre_reports(capsys, monkeypatch):
@@ -511,7 +552,7 @@ def test_a_ready_model_passes_every_rung_here(capsys, project):
     assert (code, result["verdict"], result["summary"]) == (0, 0, READY)
     assert (result["model"], result["findings"]) == ("Linear", [])
     assert result["rungs"] == [
-        {"name": "eager", "status": "ok", "detail": "matches eager"},
+        {"name": "eager backend", "status": "ok", "detail": "matches eager"},
         {"name": "aot_eager", "status": "ok", "detail": "matches eager"},
         {
             "name": "npugraph_ex rungs",
@@ -824,10 +865,13 @@ def test_every_rung_that_recompiles_is_named(capsys, project):
     """A model that recompiles on its second call does so on every rung: each is a finding."""
     code, result = run_check(capsys, project, CountsOutside, torch.ones(3))
     found = [f["what"] for f in result["findings"] if f["what"].endswith(" recompiled")]
-    assert (code, found) == (1, ["eager recompiled", "aot_eager recompiled"])
+    assert (code, found) == (1, ["eager backend recompiled", "aot_eager recompiled"])
 
 
-RECOMPILE_HINT = "keep forward() free of values read from tensors"
+RECOMPILE_HINT = (
+    "keep forward() free of values that change between calls: a number read from a tensor, a "
+    "Python attribute or global that a call changes"
+)
 
 
 @pytest.mark.parametrize(
@@ -900,7 +944,7 @@ def test_problems_and_warnings_are_counted_apart(capsys, project):
     assert found == [
         ("non-tensor output", "warning"),
         ("non-tensor input", "warning"),
-        ("eager differs from eager", "problem"),
+        ("eager backend differs from eager", "problem"),
         ("aot_eager differs from eager", "problem"),
     ]
     assert result["findings"][0] == {
@@ -961,7 +1005,7 @@ def test_a_rung_compiles_one_static_graph_with_its_options(capsys, monkeypatch, 
 def test_the_ladder_runs_the_npu_rungs_only_on_an_npu():
     """The fault-isolation ladder in the guide's order: the eager and aot_eager backends, then on
     an NPU npugraph_ex with force_eager, with force_recapture, then plain."""
-    here = [("eager", "eager", None), ("aot_eager", "aot_eager", None)]
+    here = [("eager backend", "eager", None), ("aot_eager", "aot_eager", None)]
     assert check.rungs_here(False) == here
     assert check.rungs_here(True) == [
         *here,

@@ -1,6 +1,7 @@
 """The contract's helpers: outputs compared within their dtype's tolerance, inputs baked in named."""
 
 import importlib
+import math
 import re
 from dataclasses import dataclass
 
@@ -135,12 +136,6 @@ def test_a_complex_leaf_is_compared_in_both_parts():
     assert (found.mismatched, found.max_abs) == (1, 1.0)
 
 
-def test_the_relative_difference_leaves_out_eagers_zeros():
-    """Where eager's values are all 0 there is no relative difference to report: 0."""
-    (found,) = mismatches(torch.tensor([0.5, 0.0]), torch.zeros(2))
-    assert (found.max_abs, found.max_rel) == (0.5, 0.0)
-
-
 @pytest.mark.parametrize(
     ("graph", "eager", "text"),
     [
@@ -217,7 +212,7 @@ def test_assert_same_names_every_differing_leaf():
         assert_same((torch.ones(2), 3), (torch.zeros(2), 4))
     values = (
         "[0]: 2 of 2 elements differ beyond the tolerance: max abs difference 1 (atol 1e-05), "
-        "max relative 0 (rtol 0.0001)"
+        "max relative inf (rtol 0.0001)"
     )
     assert str(raised.value).splitlines() == [values, "[1]: int 3 where eager has int 4"]
 
@@ -231,17 +226,24 @@ def test_integers_are_compared_exactly():
 def test_a_mismatch_counts_elements_and_measures_the_worst():
     """A leaf that differs is named by its path, with the elements beyond the tolerance (of how
     many), the largest absolute and relative difference, and the tolerance itself."""
-    eager = {"logits": torch.ones(2), "hidden": torch.tensor([1.0, 2.0, 0.0, -4.0])}
-    graph = {"logits": torch.ones(2), "hidden": torch.tensor([1.0, 2.5, 0.1, -4.0])}
+    eager = {"logits": torch.ones(2), "hidden": torch.tensor([1.0, 2.0, 0.4, -4.0])}
+    graph = {"logits": torch.ones(2), "hidden": torch.tensor([1.0, 2.5, 0.45, -4.0])}
     (found,) = mismatches(graph, eager)
     assert (found.path, found.mismatched, found.total) == ("['hidden']", 2, 4)
-    # 0.5 off a 2 is the largest relative difference: the 0.1 off a 0 has none.
     assert (found.max_abs, found.max_rel) == (pytest.approx(0.5), pytest.approx(0.25))
     assert {"rtol": found.rtol, "atol": found.atol} == tolerances(torch.float32)
     assert str(found) == (
         "['hidden']: 2 of 4 elements differ beyond the tolerance: max abs difference 0.5 "
         "(atol 1e-05), max relative 0.25 (rtol 0.0001)"
     )
+
+
+def test_an_element_off_where_eager_has_0_is_infinitely_far_relatively():
+    """The relative difference is taken over the elements beyond the tolerance: one off where
+    eager has 0 makes it infinite, not 0, however well the other elements match."""
+    eager = torch.tensor([0.0, 2.0, 3.0])
+    (found,) = mismatches(torch.tensor([1.0, 2.0, 3.0]), eager)
+    assert (found.max_abs, found.max_rel) == (1.0, math.inf)
 
 
 def test_bench_compares_outputs_with_the_same_tolerances(monkeypatch):

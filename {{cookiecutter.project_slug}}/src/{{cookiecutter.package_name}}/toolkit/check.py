@@ -74,6 +74,7 @@ from .contract import (
 from .state import (
     DECODE_STEP,
     FIRST_CALL,
+    SECOND_CALL,
     State,
     StateOutOfSight,
     restore,
@@ -136,11 +137,18 @@ HINTS: tuple[tuple[str, str], ...] = (
 FALLBACK_HINT = "see the reason; README, section 'Fault isolation'"
 EAGER_HINT = "it fails before graph mode runs: fix model.py at the line named (`where`)"
 """For a model that fails to build or to run eagerly: graph mode's fault isolation cannot help."""
-DIFFERS_HINT = (
-    "a few elements off by rounding: set TOLERANCES in model.py (README, section 'Tolerances'); "
-    "far off: the first rung that differs is the stage at fault (README, section 'Fault "
-    "isolation')"
+FAR_OFF_HINT = (
+    "far beyond rounding: the first rung that differs is the stage at fault (README, section "
+    "'Fault isolation')"
 )
+NEAR_HINT = (
+    "just beyond the tolerance: if that is your device's rounding, set TOLERANCES in model.py "
+    "(README, section 'Tolerances'); if not, the first rung that differs is the stage at fault "
+    "(README, section 'Fault isolation')"
+)
+# How far past its tolerance a floating-point leaf may be and still read as rounding: an NPU's
+# matrix units may round float32 products more coarsely than a CPU (HF32).
+ROUNDING_REACH = 10
 
 
 # (pattern in Dynamo's break reason, the same reason in a user's words): Dynamo names some breaks
@@ -405,7 +413,8 @@ def graph_breaks(model: torch.nn.Module, inputs: tuple[Any, ...]) -> list[Findin
 
 def rungs_here(npu_ok: bool) -> list[tuple[str, str, dict[str, object] | None]]:
     """(name, backend, options) of each fault-isolation rung, in the guide's order."""
-    ladder = [("eager", "eager", None), ("aot_eager", "aot_eager", None)]
+    # Dynamo with its eager backend: the graph Dynamo captured, run by plain PyTorch.
+    ladder = [("eager backend", "eager", None), ("aot_eager", "aot_eager", None)]
     ladder += [
         ("npugraph_ex force_eager", "npugraph_ex", {**NPUGRAPH_EX_OPTIONS, "force_eager": True}),
         (
@@ -431,14 +440,19 @@ def mre_rung(
 @dataclass
 class Eager:
     """The reference: the state eager started from, its output, the state it left, its copy of
-    the inputs as the call left them (forward may write one in place), and the random number
-    generator's state it started from (forward may draw random numbers)."""
+    the inputs as the call left them (forward may write one in place), the random number
+    generator's state it started from (forward may draw random numbers), and the same of its
+    second call, on new inputs from the state the first left: a graph replayed may go wrong
+    where its first run did not."""
 
     start: State
     output: Any
     end: State
     inputs: tuple[Any, ...]
     rng: torch.Tensor
+    again_output: Any = None
+    again_end: State | None = None
+    again_inputs: tuple[Any, ...] = ()
 
 
 def run_rung(
@@ -450,8 +464,9 @@ def run_rung(
     again: tuple[Any, ...],
     expected: Eager,
 ) -> tuple[Rung, list[Finding]]:
-    """Compile as the MRE does with one backend, call twice, compare the first call's output and
-    the state it left with eager's."""
+    """Compile as the MRE does with one backend, call twice, compare each call's output, the
+    state it left and the inputs it wrote with eager's (the second call's only if the first
+    matched: one cause, named once), and count the graphs the second call compiled."""
     torch._dynamo.reset()
     compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=False, options=options)
     try:
@@ -464,7 +479,9 @@ def run_rung(
             output = clone(compiled(*given))
             end = save(model)
             graphs = counters["stats"]["unique_graphs"]
-            compiled(*clone(again))
+            given_again = clone(again)
+            output_again = clone(compiled(*given_again))
+            end_again = save(model)
             recompiled = counters["stats"]["unique_graphs"] - graphs
     except Exception as error:  # noqa: BLE001  (any failure is this rung's answer)
         text = str(error)
@@ -478,8 +495,17 @@ def run_rung(
     differ = mismatches(output, expected.output) + state_mismatches(end, expected.end)
     if differ := differ + input_mismatches(given, expected.inputs):
         findings.append(differs(name, differ))
+    elif differ := (
+        mismatches(output_again, expected.again_output)
+        + state_mismatches(end_again, expected.again_end)
+        + input_mismatches(given_again, expected.again_inputs)
+    ):
+        findings.append(differs(name, differ, call="on its second call"))
     if recompiled:
-        hint = "keep forward() free of values read from tensors"
+        hint = (
+            "keep forward() free of values that change between calls: a number read from a "
+            "tensor, a Python attribute or global that a call changes"
+        )
         if project.CACHE_COMPILE:
             hint += "; a cache_compile recompile also deletes its cache"
         guards, where = failed_guards()
@@ -513,17 +539,25 @@ def failed_guards() -> tuple[list[str], str]:
     return list(dict.fromkeys(guards)), traced_frame(reasons[0]) if reasons else ""
 
 
-def differs(name: str, differ: list[Mismatch]) -> Finding:
-    """The finding for a rung whose output differs from eager's at the leaves `differ`."""
+def differs(name: str, differ: list[Mismatch], call: str = "") -> Finding:
+    """The finding for a rung whose output differs from eager's at the leaves `differ`, on the
+    call named (the first, unless `call` says otherwise)."""
     others = ", ".join(mismatch.path for mismatch in differ[1:])
     more = f"; and {others}" if others else ""
     return Finding(
-        f"{name} differs from eager",
+        " ".join(filter(None, [f"{name} differs from eager", call])),
         f"{differ[0]}{more}",
-        hint=DIFFERS_HINT,
+        hint=NEAR_HINT if all(near_rounding(mismatch) for mismatch in differ) else FAR_OFF_HINT,
         path=differ[0].path,
         mismatches=differ,
     )
+
+
+def near_rounding(mismatch: Mismatch) -> bool:
+    """Whether a leaf is off by no more than rounding might explain: floating-point values whose
+    relative difference is within ROUNDING_REACH times the tolerance (never a shape, a dtype, an
+    integer or a value where eager has 0)."""
+    return bool(mismatch.rtol) and mismatch.max_rel <= ROUNDING_REACH * mismatch.rtol
 
 
 def constants_baked_in(inputs: tuple[Any, ...]) -> list[Finding]:
@@ -600,6 +634,12 @@ def check(ranks: Ranks | None = None) -> Result:
             with calls if project.OP else contextlib.nullcontext():
                 output = model(*given)
             expected = Eager(start, clone(output), save(model), given, rng)
+        with torch.no_grad(), watching(model, SECOND_CALL):
+            given_again = clone(again)
+            expected.again_output = clone(model(*given_again))
+            expected.again_end, expected.again_inputs = save(model), given_again
+        # As the first call left it, for the checks below that trace the model.
+        restore(model, expected.end)
     except PromptTooLong as error:
         found = Finding("decode settings", str(error), hint="README, section 'Generation'")
         return refused(result, found, "model.py's settings are wrong: fix them first")

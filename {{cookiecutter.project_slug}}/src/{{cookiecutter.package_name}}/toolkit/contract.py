@@ -9,6 +9,7 @@ tuple, a dict, or an output object such as transformers' ModelOutput. model.py m
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,7 +197,8 @@ class Mismatch:
     max_abs: float | None = None
     """The greatest |graph - eager|."""
     max_rel: float | None = None
-    """The greatest |graph - eager| / |eager|, where eager's value is not 0."""
+    """The greatest |graph - eager| / |eager| of the elements beyond the tolerance: infinite
+    where eager's value is 0."""
     rtol: float | None = None
     atol: float | None = None
 
@@ -213,13 +215,15 @@ def value_mismatch(
     got, want = got.detach().cpu().to(wide), want.detach().cpu().to(wide)
     rtol, atol = tolerance["rtol"], tolerance["atol"]
     # A NaN where eager has a NaN is the same result.
-    mismatched = int((~torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)).sum())
+    beyond = ~torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    mismatched = int(beyond.sum())
     if not mismatched:
         return None
     difference = (got - want).abs()
     max_abs = float(difference.max())
-    nonzero = want != 0
-    max_rel = float((difference[nonzero] / want[nonzero].abs()).max()) if nonzero.any() else 0.0
+    # Over the elements beyond the tolerance: infinite where eager has 0 (or one side a NaN).
+    relative = difference[beyond] / want[beyond].abs()
+    max_rel = float(relative.nan_to_num(nan=math.inf, posinf=math.inf).max())
     text = (
         f"{mismatched} of {want.numel()} elements differ beyond the tolerance: max abs difference "
         f"{max_abs:.3g} (atol {atol:g}), max relative {max_rel:.3g} (rtol {rtol:g})"

@@ -139,6 +139,8 @@ FIRST_CALL = "during the first call"
 """When a tool's first eager call made or changed it: the prompt's prefill in a decode project."""
 DECODE_STEP = "during the first decode step"
 """When the eager decode step after the prefill made or changed it."""
+SECOND_CALL = "during the second call"
+"""When check's second eager call made or changed it: the second decode step in a decode project."""
 
 
 OUT_OF_SIGHT = (
