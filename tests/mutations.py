@@ -1573,6 +1573,13 @@ MUTATIONS = (
         "tests/toolkit/test_check.py -k differing_output_is_one_finding",
     ),
     Mutation(
+        "the rehearsal passes a plan that leaves the model's output split across ranks",
+        f"{TOOLKIT}/parallel.py",
+        "    if differ := shape_differences(output, whole):",
+        "    if False:",
+        "tests/toolkit/test_parallel.py -k last_layer_left_split",
+    ),
+    Mutation(
         "generate under torchrun: ranks start from different seeds",
         f"{TOOLKIT}/generation.py",
         "    torch.manual_seed(0)\n    if ranks is None:",

@@ -11,6 +11,7 @@ from types import ModuleType, SimpleNamespace
 import pytest
 import torch
 from torch import nn
+from torch.distributed.tensor import Replicate
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
 from cache_project.toolkit import backend as cache_doctor_backend
@@ -86,9 +87,11 @@ def test_a_prompt_the_cache_cannot_follow_means_nothing_can_run(capsys, monkeypa
 
 @pytest.fixture
 def unsplittable(monkeypatch):
-    """A model.py whose plan column-splits a layer of 4 outputs: 3 ranks cannot share it."""
+    """A model.py whose plan column-splits a layer of 4 outputs (gathered again, the model's
+    output): 3 ranks cannot share it."""
+    plan = {"0": ColwiseParallel(output_layouts=Replicate())}
     monkeypatch.setattr(parallel_model, "build_model", lambda: nn.Sequential(nn.Linear(4, 4)))
-    monkeypatch.setattr(parallel_model, "parallel_plan", lambda world_size: {"0": ColwiseParallel()})
+    monkeypatch.setattr(parallel_model, "parallel_plan", lambda world_size: plan)
     monkeypatch.setattr(parallel_model, "example_inputs", lambda: (torch.ones(2, 4),))
 
 

@@ -265,6 +265,34 @@ def test_a_failure_after_every_entry_ran_says_so(one_step):
     ]
 
 
+def test_a_last_layer_left_split_is_refused_naming_the_output(one_step):
+    """A column-parallel last layer that hands its rank's half of the features out of the model:
+    the sharded model runs, but its output has the wrong shape, which the rehearsal names, with
+    the fix that gathers it."""
+    lines = refusal(
+        one_step,
+        {"1": ColwiseParallel()},
+        lambda: nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4)),
+        (torch.ones(3, 4),),
+    )
+    assert lines == [
+        (
+            "the plan changes the model's output on 2 ranks: output is (3, 2) torch.float32 on a "
+            "rank, where the whole model's is (3, 4) torch.float32"
+        ),
+        (
+            "  fix: a layer whose output leaves the model whole must hand it on whole: "
+            "ColwiseParallel(output_layouts=Replicate()) gathers it on every rank; or drop its entry"
+        ),
+    ]
+
+
+def test_a_gathered_last_layer_passes_the_rehearsal(one_step):
+    """The same last layer with its output gathered (Replicate) gives the whole model's shapes."""
+    plan = {"1": ColwiseParallel(output_layouts=Replicate())}
+    one_step.rehearse(lambda: nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 4)), plan, (torch.ones(3, 4),), 2)
+
+
 class Scale(nn.Module):
     """A layer without weights: it scales each feature by its index."""
 

@@ -273,7 +273,7 @@ def rehearse(
             module.register_forward_hook(leave)
     try:
         with quiet_rule_failures(), fake_ranks(size) as mesh, torch.no_grad():
-            wait_collectives(exercise(parallelize_module(model, mesh, plan), inputs))
+            output = wait_collectives(exercise(parallelize_module(model, mesh, plan), inputs))
     except Exception as error:  # noqa: BLE001  (the model's or the plan's: told apart below)
         unsharded = build()
         # The state before the call, to find the caches it writes (a decode model's KV cache).
@@ -296,6 +296,34 @@ def rehearse(
             f"the plan cannot run on {size} ranks: {where} (shapes on rank 0)\n  {reason}\n"
             f"  fix: {fix}"
         ) from None
+    # The fake ranks' collectives leave the values meaningless, not the shapes: a rank's output
+    # must have the shapes of the whole model's, or the plan left part of it split.
+    with torch.no_grad():
+        whole = exercise(build(), inputs)
+    if differ := shape_differences(output, whole):
+        raise PlanError(
+            f"the plan changes the model's output on {size} ranks: {differ[0]}\n"
+            "  fix: a layer whose output leaves the model whole must hand it on whole: "
+            "ColwiseParallel(output_layouts=Replicate()) gathers it on every rank; or drop its entry"
+        )
+
+
+def shape_differences(got: Any, want: Any) -> list[str]:
+    """Where output `got` differs from `want` in its structure, or a tensor leaf in its shape or
+    dtype, in words: the values are not compared."""
+    got_leaves, got_spec = pytree.tree_flatten_with_path(got)
+    want_leaves, want_spec = pytree.tree_flatten_with_path(want)
+    if got_spec != want_spec:
+        return [f"its structure is {got_spec}, where the whole model's is {want_spec}"]
+    found = []
+    for (path, mine), (_, whole) in zip(got_leaves, want_leaves, strict=True):
+        if isinstance(whole, torch.Tensor) and isinstance(mine, torch.Tensor):
+            if (mine.shape, mine.dtype) != (whole.shape, whole.dtype):
+                found.append(
+                    f"{pytree.keystr(path) or 'output'} is {tuple(mine.shape)} {mine.dtype} on a "
+                    f"rank, where the whole model's is {tuple(whole.shape)} {whole.dtype}"
+                )
+    return found
 
 
 def unsharded_caches(model: nn.Module, start: dict[str, torch.Tensor], plan: Plan) -> list[str]:
