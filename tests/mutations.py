@@ -1580,6 +1580,20 @@ MUTATIONS = (
         "tests/toolkit/test_parallel.py -k last_layer_left_split",
     ),
     Mutation(
+        "a counter on the model's class or in its module's globals is out of every tool's sight",
+        f"{TOOLKIT}/state.py",
+        "        **dict(shared_numbers(model)),\n",
+        "",
+        "tests/toolkit/test_state.py -k 'counter_on_the_models_class or counter_in_the_globals'",
+    ),
+    Mutation(
+        "a step that recompiles to Dynamo's limit ends generate in Dynamo's traceback",
+        f"{TOOLKIT}/rehearsal.py",
+        "    except FailOnRecompileLimitHit as error:",
+        "    except ZeroDivisionError as error:",
+        "tests/toolkit/test_rehearsal.py -k recompiles_to_dynamos_limit",
+    ),
+    Mutation(
         "generate under torchrun: ranks start from different seeds",
         f"{TOOLKIT}/generation.py",
         "    torch.manual_seed(0)\n    if ranks is None:",

@@ -17,7 +17,7 @@ from torch._dynamo.utils import counters
 
 from decode_project.model import VOCAB
 from forward_project.toolkit.backend import BACKEND_ENV
-from forward_project.toolkit.rehearsal import EagerFailure, rehearse
+from forward_project.toolkit.rehearsal import EagerFailure, GraphFailure, graph_failures, rehearse
 
 TOOLS = [
     ("bench", "forward_project"),
@@ -316,3 +316,22 @@ def test_a_rehearsal_leaves_every_accelerators_generator_alone(monkeypatch):
     monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *args: torch.device("cuda"))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
     rehearse(nn.Linear(3, 2), (torch.ones(1, 3),))
+
+
+def test_a_step_that_recompiles_to_dynamos_limit_fails_in_one_line(monkeypatch):
+    """A step that compiles again on every call stops at Dynamo's limit in one line naming the
+    guard that failed, not in Dynamo's traceback."""
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
+    torch._dynamo.reset()
+    step = torch.compile(lambda x, n: x + n, backend="eager", fullgraph=True, dynamic=False)
+
+    def steps() -> None:
+        for n in range(4):
+            step(torch.ones(1), n)
+
+    with pytest.raises(GraphFailure) as failed, graph_failures():
+        steps()
+    message = str(failed.value)
+    assert message.startswith("graph mode compiled again on every call until Dynamo's limit: ")
+    assert "n == " in message
+    assert "\n" not in message

@@ -236,6 +236,43 @@ def test_numbers_that_went_alike_are_named_in_one_line():
     ]
 
 
+class CountsOnTheClass(nn.Module):
+    """A counter kept on the class, which every instance shares."""
+
+    calls = 0
+
+    def forward(self) -> None:
+        type(self).calls += 1
+
+
+STEPS = 0
+"""A counter kept in this module's globals, as a model.py might keep one."""
+
+
+class CountsInAGlobal(nn.Module):
+    def forward(self) -> None:
+        global STEPS
+        STEPS += 1
+
+
+def test_a_counter_on_the_models_class_is_named():
+    """A number in a class attribute that a call changes is state out of sight too: named by
+    its class, with the fix of holding it in a tensor."""
+    model = CountsOnTheClass()
+    found = refusal(model, model)
+    calls = CountsOnTheClass.calls
+    assert found.found == [f"CountsOnTheClass.calls went from {calls - 1} to {calls} during the call"]
+    assert found.fix == CHANGED_FIX
+
+
+def test_a_counter_in_the_globals_of_the_models_module_is_named():
+    """A number in the globals of the module that defines the model's class, which a call
+    changes, is named by that module's name."""
+    model = CountsInAGlobal()
+    found = refusal(model, model)
+    assert found.found == [f"test_state.STEPS went from {STEPS - 1} to {STEPS} during the call"]
+
+
 def test_a_sliding_window_count_gets_the_window_fix():
     """A count named cumulative_length_int, transformers' sliding-window token count, adds the fix
     of turning the window off where the cache fits in it."""
@@ -379,7 +416,11 @@ def test_a_buffer_two_modules_share_is_seen_under_each_path():
     """What a model holds is seen under every path that reaches it, a shared buffer included."""
     first, second = Counts(), Counts()
     second.steps = first.steps
-    assert sorted(sighting(nn.Sequential(first, second))) == ["0.steps", "1.steps"]
+    seen = sighting(nn.Sequential(first, second))
+    assert sorted(path for path, value in seen.items() if isinstance(value, torch.Tensor)) == [
+        "0.steps",
+        "1.steps",
+    ]
 
 
 class PlainCache(nn.Module):

@@ -137,6 +137,10 @@ HINTS: tuple[tuple[str, str], ...] = (
 FALLBACK_HINT = "see the reason; README, section 'Fault isolation'"
 EAGER_HINT = "it fails before graph mode runs: fix model.py at the line named (`where`)"
 """For a model that fails to build or to run eagerly: graph mode's fault isolation cannot help."""
+RECOMPILE_HINT = (
+    "keep forward() free of values that change between calls: a number read from a tensor, a "
+    "Python attribute or global that a call changes"
+)
 FAR_OFF_HINT = (
     "far beyond rounding: the first rung that differs is the stage at fault (README, section "
     "'Fault isolation')"
@@ -502,10 +506,7 @@ def run_rung(
     ):
         findings.append(differs(name, differ, call="on its second call"))
     if recompiled:
-        hint = (
-            "keep forward() free of values that change between calls: a number read from a "
-            "tensor, a Python attribute or global that a call changes"
-        )
+        hint = RECOMPILE_HINT
         if project.CACHE_COMPILE:
             hint += "; a cache_compile recompile also deletes its cache"
         guards, where = failed_guards()

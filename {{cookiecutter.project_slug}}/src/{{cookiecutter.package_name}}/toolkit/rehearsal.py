@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch._dynamo.exc import TorchDynamoException
+from torch._dynamo.exc import FailOnRecompileLimitHit, TorchDynamoException
 
 from . import project
 from .contract import ContractError
@@ -57,10 +57,21 @@ class GraphFailure(RuntimeError):
 @contextmanager
 def graph_failures() -> Iterator[None]:
     """Raise GraphFailure, in one line, for an error Dynamo raises in the block: a graph break,
-    a guard on a tensor's value, a fake-tensor run or a backend's compile that fails. Anything
+    a guard on a tensor's value, a fake-tensor run or a backend's compile that fails, a step
+    that compiles again on every call until Dynamo's limit (naming the guard that failed). Anything
     else (a bug of this toolkit's, an error only a device raises) keeps its traceback."""
     try:
         yield
+    except FailOnRecompileLimitHit as error:
+        from .check import RECOMPILE_HINT, failed_guards
+
+        guards, where = failed_guards()
+        why = f": Dynamo's guard {'; '.join(guards)} failed" if guards else ""
+        at = f" at {where}" if where else ""
+        raise GraphFailure(
+            f"graph mode compiled again on every call until Dynamo's limit{why}{at}; "
+            f"{RECOMPILE_HINT}; `python -m {project.PACKAGE} check` says more"
+        ) from error
     except TorchDynamoException as error:
         from .check import hint_for
 

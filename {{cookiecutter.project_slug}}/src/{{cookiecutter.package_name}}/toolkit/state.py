@@ -21,6 +21,7 @@ model naming each.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -180,8 +181,31 @@ class StateOutOfSight(ContractError):
 
 
 def sighting(model: nn.Module) -> Sighting:
-    """What the model holds now, tensors and numbers, by path (the tensors live, not copies)."""
-    return {**dict(model.named_buffers(remove_duplicate=False)), **dict(held(model))}
+    """What the model holds now, tensors and numbers, by path (the tensors live, not copies), and
+    the numbers its classes and their modules hold."""
+    return {
+        **dict(model.named_buffers(remove_duplicate=False)),
+        **dict(held(model)),
+        **dict(shared_numbers(model)),
+    }
+
+
+def shared_numbers(model: nn.Module) -> Iterator[tuple[str, Any]]:
+    """Each Python number in a class attribute of the model's own classes (`StaticCacheLM.calls`)
+    and in the globals of the modules that define them (`model.STEP`): a call that changes one
+    changes what the next call reads as surely as an attribute of the model's. torch's classes
+    and modules are left out."""
+    classes = {cls for module in model.modules() for cls in type(module).__mro__}
+    own = [cls for cls in classes if not cls.__module__.startswith(("torch.", "builtins"))]
+    for cls in sorted(own, key=lambda cls: (cls.__module__, cls.__qualname__)):
+        for attribute, value in vars(cls).items():
+            if isinstance(value, NUMBER) and not attribute.startswith("__"):
+                yield f"{cls.__qualname__}.{attribute}", value
+    for name in sorted({cls.__module__ for cls in own}):
+        globals_ = vars(sys.modules[name]) if name in sys.modules else {}
+        for attribute, value in globals_.items():
+            if isinstance(value, NUMBER) and not attribute.startswith("__"):
+                yield f"{name.rpartition('.')[2]}.{attribute}", value
 
 
 def unkept(model: nn.Module) -> State:
