@@ -1594,6 +1594,13 @@ MUTATIONS = (
         "tests/toolkit/test_rehearsal.py -k recompiles_to_dynamos_limit",
     ),
     Mutation(
+        "export tells a user to rename the toolkit's name that clashes with theirs",
+        f"{TOOLKIT}/export.py",
+        "    if len(yours) == 1:",
+        "    if False:",
+        "tests/toolkit/test_export.py -k what_cannot_be_bundled",
+    ),
+    Mutation(
         "generate under torchrun: ranks start from different seeds",
         f"{TOOLKIT}/generation.py",
         "    torch.manual_seed(0)\n    if ranks is None:",

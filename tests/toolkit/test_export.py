@@ -224,7 +224,10 @@ def test_what_cannot_be_bundled_exits_1_with_the_reason(monkeypatch, tmp_path, c
     monkeypatch.setattr(export, "load", load_with_a_clash)
     path = tmp_path / "mre.py"
     assert export.main(["-o", str(path)]) == 1
-    assert "`to_device` is defined in both" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "`to_device` is defined in both" in error
+    # The toolkit's to_device is the template's: the fix is to rename the user's.
+    assert f"rename `to_device` in {PACKAGE}.model: the other is the toolkit's" in error
     assert not path.exists()
 
 

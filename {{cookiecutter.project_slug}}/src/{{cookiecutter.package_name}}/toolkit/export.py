@@ -779,7 +779,7 @@ class Bundler:
             if owner != definition.module:
                 raise BundleError(
                     f"`{name}` is defined in both {owner} and {definition.module}: one file holds "
-                    "one of each name; rename one of them"
+                    f"one of each name; {renaming(name, owner, definition.module)}"
                 )
         self.emitted.append(definition)
         self.started.discard(id(definition))
@@ -903,6 +903,17 @@ def data_files(folder: Path) -> list[str]:
 def side_effect(definition: Definition) -> bool:
     """A toolkit module's statements that run for their effect: bare calls and `_private = ...`."""
     return all(name.startswith("_") for name in definition.binds)
+
+
+def renaming(name: str, *modules: str) -> str:
+    """Which of two modules that both define `name` to rename it in: the user's, where the other
+    is the toolkit's (the template's file, which an update would overwrite)."""
+    yours = [module for module in modules if ".toolkit." not in f"{module}."]
+    if len(yours) == 1:
+        return (
+            f"rename `{name}` in {yours[0]}: the other is the toolkit's, which the template keeps"
+        )
+    return "rename one of them"
 
 
 def binding(statement: ast.stmt, name: str) -> str:
