@@ -97,16 +97,24 @@ def notes(answers: dict[str, str]) -> list[str]:
 
 def next_steps(answers: dict[str, str]) -> str:
     slug, package = answers["project_slug"], answers["package_name"]
+    mre = f"python -m {package}.mre"
+    kind = [f"{answers['mode']} mode"]
+    if answers["workload"] == "decode":
+        kind.append("decode")
+    if answers["parallel"] == "tensor_parallel":
+        # The MRE of a tensor-parallel project runs one process per rank.
+        mre = f"torchrun --nproc-per-node 2 -m {package}.mre"
+        kind.append("tensor parallel")
     steps = {
         f"cd {slug}": "",
         "pip install -e . --group test": "pip 25.1+; without a GPU, install torch's CPU build first (README)",
-        f"python -m {package}.mre": "one inference step; the report says which backend ran and why",
+        mre: "one inference step; the report says which backend ran and why",
         f"python -m {package} check": "is your model (model.py) ready for graph mode? --help: all tools",
         "python -m pytest": "the tests; those that need an NPU skip off-NPU, with the reason",
     }
     width = max(map(len, steps))
     lines = [f"  {command:<{width}}  # {why}" if why else f"  {command}" for command, why in steps.items()]
-    return "\n".join([*notes(answers), f"Created {slug}/ ({answers['mode']} mode). Next:", *lines])
+    return "\n".join([*notes(answers), f"Created {slug}/ ({', '.join(kind)}). Next:", *lines])
 
 
 def main() -> int:

@@ -1601,6 +1601,13 @@ MUTATIONS = (
         "tests/toolkit/test_export.py -k what_cannot_be_bundled",
     ),
     Mutation(
+        "a tensor-parallel bake's next steps start the MRE as one process",
+        "hooks/post_gen_project.py",
+        '        mre = f"torchrun --nproc-per-node 2 -m {package}.mre"\n',
+        "",
+        "tests/test_hooks.py -k tensor_parallel_bake_says_so",
+    ),
+    Mutation(
         "generate under torchrun: ranks start from different seeds",
         f"{TOOLKIT}/generation.py",
         "    torch.manual_seed(0)\n    if ranks is None:",

@@ -687,6 +687,15 @@ def test_a_bake_prints_the_notes_and_next_steps(tmp_path, capfd):
     ]
 
 
+def test_a_tensor_parallel_bake_says_so_and_starts_its_mre_under_torchrun():
+    """The next steps of a tensor-parallel decode project name what it is, and run its MRE as
+    one process per rank, as its README does."""
+    answers = {**DEFAULTS, "workload": "decode", "parallel": "tensor_parallel", "mode": "npugraph_ex"}
+    lines = post_gen.next_steps(answers).splitlines()
+    assert lines[0] == "Created npu-graph-demo/ (npugraph_ex mode, decode, tensor parallel). Next:"
+    assert any(line.startswith("  torchrun --nproc-per-node 2 -m npu_graph_demo.mre ") for line in lines)
+
+
 def test_pruning_removes_whole_folders_and_skips_missing_paths(tmp_path: Path):
     """A listed folder goes with its contents; a listed path already gone is no error."""
     (tmp_path / "docs" / "api").mkdir(parents=True)
