@@ -416,11 +416,14 @@ def test_tokens_that_differ_from_eager_exit_1_naming_where_and_the_check(faked):
     assert "other tokens" not in printed
     if name == "decode_parallel_project":
         where = "eager, or than rank 0, from sequence 1, position 5 on rank 0"
+        # The check of as many ranks as generate ran: this process's one.
+        check = f"torchrun --nproc-per-node 1 -m {name} check"
     else:
         where = "eager from sequence 1, position 5"
+        check = f"python -m {name} check"
     assert told == (
-        f"generate: graph mode chose other tokens than {where}: run `python -m {name} check` to "
-        "compare one step leaf by leaf\n"
+        f"generate: graph mode chose other tokens than {where}: run `{check}` to compare one step "
+        "leaf by leaf\n"
     )
 
 

@@ -317,7 +317,10 @@ def across_ranks(results: list[dict[str, Any]], ranks: Ranks) -> dict[str, Any]:
 def difference(result: dict[str, Any]) -> str:
     """What the one line on stderr says when graph mode's tokens differ: from where (with tensor
     parallelism, on which ranks: every one), and the command that compares one step."""
+    command = f"python -m {project.PACKAGE} check"
     if "ranks" in result:
+        # The ranks' check: the same plan over as many ranks, compared step by step on each.
+        command = f"torchrun --nproc-per-node {result['ranks']['size']} -m {project.PACKAGE} check"
         ranks = result["ranks"]["differ"]
         where = f"rank{'s' * (len(ranks) > 1)} {', '.join(map(str, ranks))}"
         if result["first_difference"]:
@@ -326,10 +329,7 @@ def difference(result: dict[str, Any]) -> str:
         differ = f"graph mode chose other tokens than eager, or than rank 0, from {where}"
     else:
         differ = f"graph mode chose other tokens than eager from {result['first_difference']}"
-    return (
-        f"generate: {differ}: run `python -m {project.PACKAGE} check` to compare one step leaf by "
-        "leaf"
-    )
+    return f"generate: {differ}: run `{command}` to compare one step leaf by leaf"
 
 
 class Refused(ValueError):
