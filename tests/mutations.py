@@ -1608,6 +1608,20 @@ MUTATIONS = (
         "tests/test_hooks.py -k tensor_parallel_bake_says_so",
     ),
     Mutation(
+        "cache_compile's folder is keyed on str(model) alone, and loads a graph of the old code",
+        f"{TOOLKIT}/compile_cache.py",
+        '        digest.update(Path(file).name.encode() + b"\\0" + Path(file).read_bytes())\n',
+        "        continue\n",
+        "tests/toolkit/test_compile_cache.py -k follows_the_models_code",
+    ),
+    Mutation(
+        "CachedModel writes every version of the code into one cache folder",
+        f"{TOOLKIT}/compile_cache.py",
+        '    return None if cache_dir is None else os.path.join(cache_dir, f"code_{code_fingerprint(model)}")',
+        "    return cache_dir",
+        "tests/toolkit/test_compile_cache.py -k 'follows_the_models_code or method_shapes_folder'",
+    ),
+    Mutation(
         "generate under torchrun: ranks start from different seeds",
         f"{TOOLKIT}/generation.py",
         "    torch.manual_seed(0)\n    if ranks is None:",

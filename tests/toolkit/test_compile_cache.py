@@ -1,9 +1,11 @@
 """cache_compile: any model runs compiled through CachedModel; off NPU no cache is written; each
 rank asks for a cache of its own."""
 
+import importlib.util
 import logging
 import re
 import stat
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -119,13 +121,59 @@ def on_an_npu(monkeypatch, cached=None) -> list:
 
 def test_on_an_npu_cache_compile_gets_the_method_shapes_folder_and_options(monkeypatch):
     """On an NPU CachedModel hands npugraph_ex's cache_compile its _forward, dynamic=False, the
-    cache folder it was given and the npugraph_ex options, and forward() runs what that returns."""
+    folder of the model's code in the cache folder it was given and the npugraph_ex options, and
+    forward() runs what that returns."""
     asked = on_an_npu(monkeypatch, cached=lambda *dummy_input: ("cached graph", dummy_input))
     model = CachedModel(Plain(), cache_dir="npu_cache")
     ((method, keywords),) = asked
     assert method == model._forward
-    assert keywords == {"dynamic": False, "cache_dir": "npu_cache", "options": NPU.options}
+    folder = f"npu_cache/code_{compile_cache.code_fingerprint(Plain())}"
+    assert keywords == {"dynamic": False, "cache_dir": folder, "options": NPU.options}
     assert model(1, 2) == ("cached graph", (1, 2))
+
+
+MODEL_FILE = """\
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(SLOTS))
+
+    def forward(self, x):
+        return x * 2
+"""
+
+
+def model_from(monkeypatch, folder, text: str, slots: int = 4) -> nn.Module:
+    """An instance of Model from model.py holding `text` in `folder`, with a cache of `slots`,
+    imported as a module of its own (as a project's model.py is)."""
+    folder.mkdir(exist_ok=True)
+    (folder / "model.py").write_text(text.replace("SLOTS", str(slots)))
+    name = f"fingerprinted_{folder.name}"
+    spec = importlib.util.spec_from_file_location(name, folder / "model.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    return module.Model()
+
+
+def test_the_cache_folder_follows_the_models_code_and_state_shapes(monkeypatch, tmp_path):
+    """The cache's folder is keyed on the source of the model's classes and its state's shapes:
+    the same code gives the same folder; an edit of the code or a longer cache, another one, where
+    npugraph_ex's own key (str(model)) would stay the same and load the old graph."""
+    fingerprint = compile_cache.code_fingerprint
+    same = fingerprint(model_from(monkeypatch, tmp_path / "a", MODEL_FILE))
+    assert fingerprint(model_from(monkeypatch, tmp_path / "b", MODEL_FILE)) == same
+    assert fingerprint(model_from(monkeypatch, tmp_path / "c", MODEL_FILE.replace("x * 2", "x * 3"))) != same
+    assert fingerprint(model_from(monkeypatch, tmp_path / "d", MODEL_FILE, slots=8)) != same
+    assert (
+        compile_cache.keyed("npu_cache", model_from(monkeypatch, tmp_path / "e", MODEL_FILE))
+        == f"npu_cache/code_{same}"
+    )
+    assert compile_cache.keyed(None, Plain()) is None
 
 
 def test_instances_counts_the_cached_models_built():
@@ -184,7 +232,8 @@ def test_on_an_npu_each_capture_size_is_a_cached_method_of_its_own(monkeypatch):
         name = f"decode_batch{size}"
         assert (method.__name__, method.__qualname__) == (name, f"DecodeSteps.{name}")
         assert method.__code__.co_name == name
-        assert keywords == {"dynamic": False, "cache_dir": "npu_cache", "options": NPU.options, **ranks}
+        folder = f"npu_cache/code_{compile_cache.code_fingerprint(Plain())}"
+        assert keywords == {"dynamic": False, "cache_dir": folder, "options": NPU.options, **ranks}
         assert torch.equal(method(torch.ones(2)), torch.full((2,), 2.0))
     assert steps[1].__code__ is not steps[4].__code__
 

@@ -136,7 +136,8 @@ def test_each_kind_of_project_exports_the_literal_seed_form(package):
         ranks = {None: "ranks"} if answers.get("parallel") == "tensor_parallel" else {}
         assert keywords_of(text, "torch.npu.npugraph_ex.inference.cache_compile") == {
             "dynamic": "False",
-            "cache_dir": "cache_dir",
+            # The folder of the model's code in the cache folder (compile_cache.keyed()).
+            "cache_dir": "keyed(cache_dir, model)",
             "options": "NPUGRAPH_EX_OPTIONS",
             **ranks,
         }

@@ -38,7 +38,8 @@ def infer_one_step():
     - cache_compile instead of torch.compile: CachedModel.forward() runs the cached graph of its
       _forward(), which calls your model (its docstring lists dynamic=False, cache_dir and the
       cache rules); the first run writes the cache, later runs load it
-    - cache_dir=CACHE_DIR: the cache folder, relative to where you run
+    - cache_dir=CACHE_DIR: the cache folder, relative to where you run; each version of your
+      model's code gets a folder of its own in it
     - config: the npugraph_ex options cache_compile uses, backend.NPUGRAPH_EX_OPTIONS (None off
       NPU)
 {%- else %}

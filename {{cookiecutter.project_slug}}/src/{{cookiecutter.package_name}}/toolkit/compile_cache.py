@@ -9,9 +9,13 @@ ranks (global_rank, tp_rank, pp_rank) and so writes and loads a cache of its own
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import logging
+import os
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,6 +23,7 @@ import torch._dynamo
 
 from . import project
 from .backend import select_backend
+from .state import state_tensors
 
 # Read once, at import: a default of the signatures below, and the name mre.py and generate.py
 # import. This module exists only in cache_compile projects, whose settings always set it.
@@ -28,8 +33,37 @@ CACHE_DIR = project.CACHE_DIR
 log = logging.getLogger(__name__)
 
 
+def code_fingerprint(model: torch.nn.Module) -> str:
+    """A short hash of the source files that define the model's own classes (model.py and what
+    it builds from, transformers' modeling files included) and of its state's paths, shapes and
+    dtypes. npugraph_ex's own key covers str(model) and the options alone, which show neither
+    your code nor a config value such as rope_theta or the cache's length."""
+    digest = hashlib.sha256()
+    classes = {cls for module in model.modules() for cls in type(module).__mro__}
+    files = set()
+    for cls in classes:
+        if cls.__module__.startswith(("torch.", "builtins")):
+            continue
+        try:
+            files.add(inspect.getsourcefile(cls))
+        except (TypeError, OSError):  # a class with no source file: nothing to read
+            continue
+    for file in sorted(filter(None, files)):
+        digest.update(Path(file).name.encode() + b"\0" + Path(file).read_bytes())
+    for path, tensor in sorted(state_tensors(model).items()):
+        digest.update(f"{path} {tuple(tensor.shape)} {tensor.dtype}\n".encode())
+    return digest.hexdigest()[:12]
+
+
+def keyed(cache_dir: str | None, model: torch.nn.Module) -> str | None:
+    """The folder for `model`'s cache under `cache_dir`: code_<fingerprint>, so that a start after
+    an edit of your code compiles a cache of its own instead of loading the old code's. None (the
+    cache_compile default, $TORCHAIR_CACHE_HOME) stays None."""
+    return None if cache_dir is None else os.path.join(cache_dir, f"code_{code_fingerprint(model)}")
+
+
 def cache_compile(
-    method: Callable[..., Any], *, dynamic: bool, cache_dir: str, **ranks: int
+    method: Callable[..., Any], *, dynamic: bool, cache_dir: str | None, **ranks: int
 ) -> Callable[..., Any]:
     """torch.npu.npugraph_ex.inference.cache_compile on a usable NPU, the stand-in elsewhere.
 
@@ -58,7 +92,9 @@ class CachedModel(torch.nn.Module):
     instances = 0
     """CachedModels built in this process so far."""
 
-    def __init__(self, model: torch.nn.Module, cache_dir: str = CACHE_DIR, **ranks: int) -> None:
+    def __init__(
+        self, model: torch.nn.Module, cache_dir: str | None = CACHE_DIR, **ranks: int
+    ) -> None:
         super().__init__()
         if CachedModel.instances:
             # cache_compile's saver takes a second compile of _forward in one process for a
@@ -67,7 +103,7 @@ class CachedModel(torch.nn.Module):
         CachedModel.instances += 1
         self.model = model
         self.cached_forward = cache_compile(
-            self._forward, dynamic=False, cache_dir=cache_dir, **ranks
+            self._forward, dynamic=False, cache_dir=keyed(cache_dir, model), **ranks
         )
 
     def forward(self, *dummy_input: Any) -> Any:
@@ -79,9 +115,9 @@ class CachedModel(torch.nn.Module):
           torch.compile: the Dynamo result is cached, so the next start skips compiling
         - dynamic=False: fixed shapes; aclgraph has no dynamic shapes, and dynamic=True may still
           capture one aclgraph per shape
-        - cache_dir: where the cache goes (npugraph_ex's default: .torchair_cache); it is keyed on
-          str(model) and the options, not on your code: clear it after editing your model or
-          upgrading CANN
+        - cache_dir: where the cache goes (npugraph_ex's default: .torchair_cache), in a folder
+          keyed on your model's code and state shapes (keyed()); clear it after new input
+          shapes or upgrading CANN
         - options: the npugraph_ex options (NPUGRAPH_EX_OPTIONS) on an NPU, none off NPU
         - _forward() must compile as one graph, once: no RNG ops, no backward, no recompiles
         """
@@ -116,11 +152,14 @@ class DecodeSteps(torch.nn.Module):
 
 
 def cached_steps(
-    model: torch.nn.Module, sizes: tuple[int, ...], cache_dir: str = CACHE_DIR, **ranks: int
+    model: torch.nn.Module,
+    sizes: tuple[int, ...],
+    cache_dir: str | None = CACHE_DIR,
+    **ranks: int,
 ) -> dict[int, Callable[..., Any]]:
     """The decode step of `model` behind cache_compile for each capture size, by size."""
-    steps = DecodeSteps(model)
+    steps, folder = DecodeSteps(model), keyed(cache_dir, model)
     return {
-        size: cache_compile(steps.method(size), dynamic=False, cache_dir=cache_dir, **ranks)
+        size: cache_compile(steps.method(size), dynamic=False, cache_dir=folder, **ranks)
         for size in sizes
     }
