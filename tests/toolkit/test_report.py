@@ -1,6 +1,7 @@
 """The MRE's report: one row per fact (backend and why, options, input, output, first call), and a
 first call that must compile a graph."""
 
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -99,3 +100,36 @@ def test_a_first_call_that_loaded_the_cache_says_so(capsys, module, graphs, said
     )
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("first call")]
     assert row == f"first call  0.50 s, {said} (compile and capture included)"
+
+
+@pytest.fixture
+def hooked(monkeypatch) -> list[BaseException]:
+    """sys.excepthook as a recorder of what it is handed: the traceback Python would print."""
+    handed: list[BaseException] = []
+    monkeypatch.setattr(sys, "excepthook", lambda kind, value, tb: handed.append(value))
+    return handed
+
+
+def test_a_failed_first_call_ends_the_mre_with_a_pointer_to_check(hooked, capsys):
+    """An error in the MRE's first call that ends the run keeps its traceback, and is followed by
+    one line: what failed, and the command that names the cause."""
+    with pytest.raises(ValueError, match="ids") as raised, first_call(select_backend()):
+        raise ValueError("ids must be integers\nmore detail")
+    sys.excepthook(ValueError, raised.value, None)
+    assert hooked == [raised.value]
+    assert capsys.readouterr().err == (
+        "mre: graph mode failed on the first call (ValueError: ids must be integers); "
+        "`python -m forward_project check` names the cause in one line, at your line\n"
+    )
+    other = KeyError("elsewhere")
+    sys.excepthook(KeyError, other, None)
+    assert (hooked[-1], capsys.readouterr().err) == (other, "")
+
+
+def test_an_exported_mre_points_to_no_project(hooked, capsys, monkeypatch):
+    """The exported file, which has no project to check, prints the traceback alone."""
+    monkeypatch.setattr(report, "__package__", "")
+    with pytest.raises(ValueError, match="no project") as raised, first_call(select_backend()):
+        raise ValueError("no project")
+    sys.excepthook(ValueError, raised.value, None)
+    assert (hooked, capsys.readouterr().err) == ([raised.value], "")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,11 +41,43 @@ def synchronize(device: str) -> None:
         torch.npu.synchronize()
 
 
+FAILED_FIRST_CALL: list[BaseException] = []
+"""The last error the MRE's first call raised, which point_to_check's hook names if it ends the run."""
+
+
+def point_to_check(error: BaseException) -> None:
+    """Make `error`, if it ends the process (the MRE run as a script), end with one line after
+    its traceback: what failed, and the command that names the cause at your line. The traceback
+    stays: it is what a support team reads. Not in an exported file, which has no project to
+    check, nor under torchrun, where a failing rank has a report of its own (rank_failure.py)."""
+    if not __package__ or os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        return
+    FAILED_FIRST_CALL[:] = [error]
+    if getattr(sys.excepthook, "points_to_check", False):
+        return  # installed by an earlier failure in this process
+
+    previous = sys.excepthook
+
+    def excepthook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        previous(kind, value, tb)
+        if FAILED_FIRST_CALL and value is FAILED_FIRST_CALL[0]:
+            first = (str(value).strip().splitlines() or [""])[0]
+            print(
+                f"mre: graph mode failed on the first call ({kind.__name__}: {first}); "
+                f"`python -m {project.PACKAGE} check` names the cause in one line, at your line",
+                file=sys.stderr,
+            )
+
+    excepthook.points_to_check = True  # type: ignore[attr-defined]
+    sys.excepthook = excepthook
+
+
 @contextmanager
 def first_call(backend: Backend) -> Iterator[FirstCall]:
     """Time the block and count the graphs Dynamo compiles in it; raise NoGraphError if none.
 
     In cache_compile mode, on an NPU, a run that loads the cache compiles no graph: that is fine.
+    An error in the block ends a run of the MRE with a pointer to check (point_to_check()).
     """
     call = FirstCall()
     # A true first call: graphs that an earlier run in this process left behind would be reused,
@@ -51,7 +85,11 @@ def first_call(backend: Backend) -> Iterator[FirstCall]:
     torch._dynamo.reset()
     graphs_before = counters["stats"]["unique_graphs"]
     started = time.perf_counter()
-    yield call
+    try:
+        yield call
+    except Exception as error:
+        point_to_check(error)
+        raise
     synchronize(backend.device)
     call.seconds = time.perf_counter() - started
     call.graphs = counters["stats"]["unique_graphs"] - graphs_before
