@@ -1622,6 +1622,13 @@ MUTATIONS = (
         "tests/toolkit/test_compile_cache.py -k 'follows_the_models_code or method_shapes_folder'",
     ),
     Mutation(
+        "a failed MRE ends in Dynamo's traceback with no pointer to check",
+        f"{TOOLKIT}/report.py",
+        "        point_to_check(error)\n",
+        "        pass\n",
+        "tests/toolkit/test_report.py -k pointer_to_check",
+    ),
+    Mutation(
         "generate under torchrun: ranks start from different seeds",
         f"{TOOLKIT}/generation.py",
         "    torch.manual_seed(0)\n    if ranks is None:",
