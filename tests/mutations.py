@@ -258,8 +258,8 @@ MUTATIONS = (
     Mutation(
         "CachedModel compiles with dynamic=True",
         f"{TOOLKIT}/compile_cache.py",
-        "self._forward, dynamic=False, cache_dir=cache_dir, **ranks",
-        "self._forward, dynamic=True, cache_dir=cache_dir, **ranks",
+        "self._forward, dynamic=False, cache_dir=keyed(cache_dir, model), **ranks",
+        "self._forward, dynamic=True, cache_dir=keyed(cache_dir, model), **ranks",
         "tests/toolkit/test_compile_cache.py -k static",
         None,
     ),
@@ -593,8 +593,8 @@ MUTATIONS = (
     Mutation(
         "the plan is checked but the sharded model never run",
         f"{TOOLKIT}/parallel.py",
-        "            wait_collectives(exercise(parallelize_module(model, mesh, plan), inputs))",
-        "            parallelize_module(model, mesh, plan)",
+        "            output = wait_collectives(exercise(parallelize_module(model, mesh, plan), inputs))",
+        "            output = exercise(build(), inputs)",
         "tests/toolkit/test_doctor.py -k plan_that_cannot_run",
         None,
     ),

@@ -97,7 +97,9 @@ def caches(size: int) -> dict[str, KVCacheParallel]:
 
 def rank_states(two_ranks) -> list[dict[str, torch.Tensor]]:
     """Each rank's model state after generating, or a skip when generate refused the model."""
-    states = [two_ranks.results[rank]["generate"]["value"]["state"] for rank in range(two_ranks.size)]
+    states = [
+        two_ranks.results[rank]["generate"]["value"]["state"] for rank in range(two_ranks.size)
+    ]
     if None in states:
         pytest.skip("generate refused your model: see test_two_ranks_generate_one_devices_tokens")
     return states

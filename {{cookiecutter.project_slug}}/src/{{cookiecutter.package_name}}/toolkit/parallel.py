@@ -317,12 +317,12 @@ def shape_differences(got: Any, want: Any) -> list[str]:
         return [f"its structure is {got_spec}, where the whole model's is {want_spec}"]
     found = []
     for (path, mine), (_, whole) in zip(got_leaves, want_leaves, strict=True):
-        if isinstance(whole, torch.Tensor) and isinstance(mine, torch.Tensor):
-            if (mine.shape, mine.dtype) != (whole.shape, whole.dtype):
-                found.append(
-                    f"{pytree.keystr(path) or 'output'} is {tuple(mine.shape)} {mine.dtype} on a "
-                    f"rank, where the whole model's is {tuple(whole.shape)} {whole.dtype}"
-                )
+        tensors = isinstance(whole, torch.Tensor) and isinstance(mine, torch.Tensor)
+        if tensors and (mine.shape, mine.dtype) != (whole.shape, whole.dtype):
+            found.append(
+                f"{pytree.keystr(path) or 'output'} is {tuple(mine.shape)} {mine.dtype} on a "
+                f"rank, where the whole model's is {tuple(whole.shape)} {whole.dtype}"
+            )
     return found
 
 
