@@ -41,7 +41,7 @@ DEFAULTS = json.loads((TEMPLATE / "cookiecutter.json").read_text())
 
 
 def refuse_bad_answers(answers: dict[str, Any]) -> str:
-    """ "" when every answer can work; else stop the bake with the answers' ERROR lines."""
+    """Return "" when every answer can work; else stop the bake with the answers' ERROR lines."""
     if message := RULES.refusal_message(dict(answers), str(TEMPLATE), DEFAULTS):
         raise FailedHookException(message)
     return ""

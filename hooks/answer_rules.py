@@ -1,4 +1,4 @@
-"""The rules that refuse answers which cannot produce a working project, before anything is written.
+"""The rules that refuse answers which cannot make a working project, before anything is written.
 
 Cookiecutter applies them in its own process, as soon as the last question is answered
 (answer_check.py, a Jinja extension that cookiecutter.json names): the answers reach them as

@@ -10,7 +10,7 @@ What a call makes or changes outside that state, save() cannot keep and restore(
 a tensor that appears at the first call (a cache allocated lazily, as transformers' StaticCache is
 without early_initialization()), a Python number that a call sets for the first time (a counter
 started at the first call), or one that a call advances (transformers' sliding-window cache layers
-count tokens in one). Runs compared from "the same state" would then start from different ones,
+count tokens in one; a counter on the model's class, or in its module's globals). Runs compared from "the same state" would then start from different ones,
 and Dynamo bakes each such number into the graph, so every new value compiles another. The same
 holds for a tensor the model keeps in a plain attribute, neither a buffer nor marked (a cache
 made with `self.k = torch.zeros(...)`), which a call changes: save() does not keep it, and
