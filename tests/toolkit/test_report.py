@@ -103,33 +103,55 @@ def test_a_first_call_that_loaded_the_cache_says_so(capsys, module, graphs, said
 
 
 @pytest.fixture
-def hooked(monkeypatch) -> list[BaseException]:
+def hooked(monkeypatch) -> list[tuple]:
     """sys.excepthook as a recorder of what it is handed: the traceback Python would print."""
-    handed: list[BaseException] = []
-    monkeypatch.setattr(sys, "excepthook", lambda kind, value, tb: handed.append(value))
+    handed: list[tuple] = []
+    monkeypatch.setattr(sys, "excepthook", lambda kind, value, tb: handed.append((kind, value, tb)))
     return handed
+
+
+def fail_first_call(error: Exception) -> Exception:
+    """`error`, raised in an MRE's first call."""
+    with pytest.raises(type(error)) as raised, first_call(select_backend()):
+        raise error
+    return raised.value
+
+
+POINTER = "`python -m forward_project check` names the cause in one line, at your line\n"
 
 
 def test_a_failed_first_call_ends_the_mre_with_a_pointer_to_check(hooked, capsys):
     """An error in the MRE's first call that ends the run keeps its traceback, and is followed by
     one line: what failed, and the command that names the cause."""
-    with pytest.raises(ValueError, match="ids") as raised, first_call(select_backend()):
-        raise ValueError("ids must be integers\nmore detail")
-    sys.excepthook(ValueError, raised.value, None)
-    assert hooked == [raised.value]
+    error = fail_first_call(ValueError("ids must be integers\nmore detail"))
+    trace = error.__traceback__
+    sys.excepthook(ValueError, error, trace)
+    assert hooked == [(ValueError, error, trace)]
     assert capsys.readouterr().err == (
-        "mre: graph mode failed on the first call (ValueError: ids must be integers); "
-        "`python -m forward_project check` names the cause in one line, at your line\n"
+        f"mre: graph mode failed on the first call (ValueError: ids must be integers); {POINTER}"
     )
     other = KeyError("elsewhere")
     sys.excepthook(KeyError, other, None)
-    assert (hooked[-1], capsys.readouterr().err) == (other, "")
+    assert (hooked[-1], capsys.readouterr().err) == ((KeyError, other, None), "")
 
 
-def test_an_exported_mre_points_to_no_project(hooked, capsys, monkeypatch):
-    """The exported file, which has no project to check, prints the traceback alone."""
-    monkeypatch.setattr(report, "__package__", "")
-    with pytest.raises(ValueError, match="no project") as raised, first_call(select_backend()):
-        raise ValueError("no project")
-    sys.excepthook(ValueError, raised.value, None)
-    assert (hooked, capsys.readouterr().err) == ([raised.value], "")
+def test_a_second_failure_in_one_process_points_once(hooked, capsys):
+    """Each failed first call in one process names only itself, once: the hook is installed once,
+    and an error with no message is named by its type."""
+    fail_first_call(ValueError("first"))
+    error = fail_first_call(ValueError())
+    sys.excepthook(ValueError, error, None)
+    assert capsys.readouterr().err == f"mre: graph mode failed on the first call (ValueError: ); {POINTER}"
+
+
+@pytest.mark.parametrize("where", ["an exported file", "a rank under torchrun"])
+def test_an_mre_with_no_project_or_a_ranks_report_points_nowhere(hooked, capsys, monkeypatch, where):
+    """The exported file, which has no project to check, and a rank under torchrun, which
+    rank_failure reports, print the traceback alone."""
+    if where == "an exported file":
+        monkeypatch.setattr(report, "__package__", "")
+    else:
+        monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", "error.json")
+    error = fail_first_call(ValueError("no pointer"))
+    sys.excepthook(ValueError, error, None)
+    assert (hooked, capsys.readouterr().err) == ([(ValueError, error, None)], "")
