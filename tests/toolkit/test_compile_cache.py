@@ -176,6 +176,22 @@ def test_the_cache_folder_follows_the_models_code_and_state_shapes(monkeypatch, 
     assert compile_cache.keyed(None, Plain()) is None
 
 
+def test_a_class_with_no_source_file_leaves_the_rest_of_the_fingerprint(monkeypatch, tmp_path):
+    """A class made at run time has no file to read: the fingerprint goes on with the others, so
+    an edit of model.py still changes it."""
+    made = type("Made", (nn.Module,), {"__module__": "made_at_run_time", "forward": lambda self, x: x})
+    assert compile_cache.source_file(made) is None
+
+    def with_made(text: str) -> nn.Module:
+        model = model_from(monkeypatch, tmp_path / str(len(text)), text)
+        model.made = made()
+        return model
+
+    fingerprint = compile_cache.code_fingerprint
+    edited = MODEL_FILE.replace("x * 2", "x * 20")
+    assert fingerprint(with_made(MODEL_FILE)) != fingerprint(with_made(edited))
+
+
 def test_instances_counts_the_cached_models_built():
     """CachedModel.instances counts the CachedModels built in this process, one each."""
     before = CachedModel.instances

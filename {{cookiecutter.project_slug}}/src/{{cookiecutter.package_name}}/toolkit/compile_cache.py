@@ -34,25 +34,26 @@ log = logging.getLogger(__name__)
 
 
 def code_fingerprint(model: torch.nn.Module) -> str:
-    """A short hash of the source files that define the model's own classes (model.py and what
-    it builds from, transformers' modeling files included) and of its state's paths, shapes and
-    dtypes. npugraph_ex's own key covers str(model) and the options alone, which show neither
-    your code nor a config value such as rope_theta or the cache's length."""
+    """A short hash of the source files that define the model's classes (model.py and what it
+    builds from, transformers' modeling files and torch's included) and of its state's paths,
+    shapes and dtypes. npugraph_ex's own key covers str(model) and the options alone, which show
+    neither your code nor a config value such as rope_theta or the cache's length."""
     digest = hashlib.sha256()
     classes = {cls for module in model.modules() for cls in type(module).__mro__}
-    files = set()
-    for cls in classes:
-        if cls.__module__.startswith(("torch.", "builtins")):
-            continue
-        try:
-            files.add(inspect.getsourcefile(cls))
-        except (TypeError, OSError):  # a class with no source file: nothing to read
-            continue
-    for file in sorted(filter(None, files)):
+    for file in sorted({file for cls in classes if (file := source_file(cls))}):
         digest.update(Path(file).name.encode() + b"\0" + Path(file).read_bytes())
     for path, tensor in sorted(state_tensors(model).items()):
         digest.update(f"{path} {tuple(tensor.shape)} {tensor.dtype}\n".encode())
     return digest.hexdigest()[:12]
+
+
+def source_file(cls: type) -> str | None:
+    """The file that defines `cls`, or None for a class with none (a built-in's, or one made at
+    run time)."""
+    try:
+        return inspect.getsourcefile(cls)
+    except (TypeError, OSError):
+        return None
 
 
 def keyed(cache_dir: str | None, model: torch.nn.Module) -> str | None:
