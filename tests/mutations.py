@@ -970,8 +970,8 @@ MUTATIONS = (
     Mutation(
         "check gives a generic reason for a recompile, not Dynamo's guard",
         f"{TOOLKIT}/check.py",
-        "        guards, where = failed_guards()",
-        '        guards, where = [], ""',
+        "    guards, where = failed_guards()\n    return (",
+        '    guards, where = [], ""\n    return (',
         "tests/toolkit/test_check.py -k recompile_is_explained",
         None,
     ),

@@ -509,12 +509,10 @@ def run_rung(
         hint = RECOMPILE_HINT
         if project.CACHE_COMPILE:
             hint += "; a cache_compile recompile also deletes its cache"
-        guards, where = failed_guards()
-        why = (
-            f"Dynamo's guard {'; '.join(guards)} failed"
-            if guards
-            else "Dynamo guards on a value that changes (a Python number from a tensor, a "
-            "changing attribute)"
+        failed, where = guards_failed()
+        why = failed or (
+            "Dynamo guards on a value that changes (a Python number from a tensor, a changing "
+            "attribute)"
         )
         findings.append(
             Finding(
@@ -538,6 +536,13 @@ def failed_guards() -> tuple[list[str], str]:
         re.sub(r"^\S+: ", "", reason.splitlines()[0]).split("  #")[0].strip() for reason in reasons
     ]
     return list(dict.fromkeys(guards)), traced_frame(reasons[0]) if reasons else ""
+
+
+def guards_failed() -> tuple[str, str]:
+    """failed_guards() in a sentence, "Dynamo's guard G['STEP'] == 1 failed" ("" if Dynamo
+    recorded none), and where in your code the first guarded value was read."""
+    guards, where = failed_guards()
+    return (f"Dynamo's guard {'; '.join(guards)} failed" if guards else ""), where
 
 
 def differs(name: str, differ: list[Mismatch], call: str = "") -> Finding:

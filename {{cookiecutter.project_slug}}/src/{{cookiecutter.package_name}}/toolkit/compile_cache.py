@@ -23,7 +23,7 @@ import torch._dynamo
 
 from . import project
 from .backend import select_backend
-from .state import state_tensors
+from .state import model_classes, state_tensors
 
 # Read once, at import: a default of the signatures below, and the name mre.py and generate.py
 # import. This module exists only in cache_compile projects, whose settings always set it.
@@ -39,8 +39,7 @@ def code_fingerprint(model: torch.nn.Module) -> str:
     shapes and dtypes. npugraph_ex's own key covers str(model) and the options alone, which show
     neither your code nor a config value such as rope_theta or the cache's length."""
     digest = hashlib.sha256()
-    classes = {cls for module in model.modules() for cls in type(module).__mro__}
-    for file in sorted({file for cls in classes if (file := source_file(cls))}):
+    for file in sorted({file for cls in model_classes(model) if (file := source_file(cls))}):
         digest.update(Path(file).name.encode() + b"\0" + Path(file).read_bytes())
     for path, tensor in sorted(state_tensors(model).items()):
         digest.update(f"{path} {tuple(tensor.shape)} {tensor.dtype}\n".encode())

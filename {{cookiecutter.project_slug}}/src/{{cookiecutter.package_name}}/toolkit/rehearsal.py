@@ -63,10 +63,10 @@ def graph_failures() -> Iterator[None]:
     try:
         yield
     except FailOnRecompileLimitHit as error:
-        from .check import RECOMPILE_HINT, failed_guards
+        from .check import RECOMPILE_HINT, guards_failed
 
-        guards, where = failed_guards()
-        why = f": Dynamo's guard {'; '.join(guards)} failed" if guards else ""
+        failed, where = guards_failed()
+        why = f": {failed}" if failed else ""
         at = f" at {where}" if where else ""
         raise GraphFailure(
             f"graph mode compiled again on every call until Dynamo's limit{why}{at}; "

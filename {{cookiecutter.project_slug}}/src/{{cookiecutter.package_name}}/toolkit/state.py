@@ -190,13 +190,19 @@ def sighting(model: nn.Module) -> Sighting:
     }
 
 
+def model_classes(model: nn.Module) -> set[type]:
+    """Every class of the model's modules, with the classes they derive from."""
+    return {cls for module in model.modules() for cls in type(module).__mro__}
+
+
 def shared_numbers(model: nn.Module) -> Iterator[tuple[str, Any]]:
     """Each Python number in a class attribute of the model's own classes (`StaticCacheLM.calls`)
     and in the globals of the modules that define them (`model.STEP`): a call that changes one
     changes what the next call reads as surely as an attribute of the model's. torch's classes
     and modules are left out."""
-    classes = {cls for module in model.modules() for cls in type(module).__mro__}
-    own = [cls for cls in classes if not cls.__module__.startswith(("torch.", "builtins"))]
+    own = [
+        cls for cls in model_classes(model) if not cls.__module__.startswith(("torch.", "builtins"))
+    ]
     for cls in sorted(own, key=lambda cls: (cls.__module__, cls.__qualname__)):
         for attribute, value in vars(cls).items():
             if isinstance(value, NUMBER) and not attribute.startswith("__"):
