@@ -107,7 +107,8 @@ def next_steps(answers: dict[str, str]) -> str:
         kind.append("tensor parallel")
     steps = {
         f"cd {slug}": "",
-        "pip install -e . --group test": "pip 25.1+; without a GPU, install torch's CPU build first (README)",
+        "python -m pip install --upgrade pip": "--group needs pip 25.1 or later",
+        "pip install -e . --group test": "without a GPU, install torch's CPU build first (README)",
         mre: "one inference step; the report says which backend ran and why",
         f"python -m {package} check": "is your model (model.py) ready for graph mode? --help: all tools",
         "python -m pytest": "the tests; those that need an NPU skip off-NPU, with the reason",

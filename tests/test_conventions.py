@@ -178,12 +178,40 @@ def test_pre_commit_run_passes_on_a_baked_project(baked, tmp_path, answers):
 def test_nox_lint_and_ci_lint_run_pre_commit_on_every_file(baked):
     """`nox -s lint` and CI's lint job both run `pre-commit run --all-files`: one source of lint."""
     project = baked()
-    lint = calls(function((project / "noxfile.py").read_text(), "lint"))
-    assert ("session.run", ("pre-commit", "run", "--all-files", "--show-diff-on-failure")) in lint
-    assert not [call for call in lint if "ruff" in call[1]]
+    lint = function((project / "noxfile.py").read_text(), "lint")
+    strings = [
+        tuple(element.value for element in node.elts)
+        for node in ast.walk(lint)
+        if isinstance(node, ast.Tuple) and all(isinstance(element, ast.Constant) for element in node.elts)
+    ]
+    assert ("pre-commit", "run", "--all-files", "--show-diff-on-failure") in strings
+    # What runs last: what comes before it is the fallback to ruff where GitHub cannot be reached.
+    assert calls(lint)[-1][0] == "session.run"
     workflow = yaml.safe_load((project / ".github" / "workflows" / "ci.yml").read_text())
     commands = [step.get("run", "") for step in workflow["jobs"]["lint"]["steps"]]
     assert any(command.startswith("pre-commit run --all-files") for command in commands)
+
+
+def test_nox_lint_passes_on_a_fresh_bake_that_is_no_git_repository(baked, tmp_path):
+    """pre-commit lints a git repository's files: `nox -s lint` lints a fresh bake, which is
+    none yet, through a repository of its own, and leaves the folder no repository."""
+    project = copy_of(baked(), tmp_path)
+    if missing := unreachable(project / ".pre-commit-config.yaml"):
+        pytest.skip(f"cannot reach {', '.join(missing)}; nox -s lint then runs ruff alone")
+    result = python("-m", "nox", "-s", "lint", cwd=project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not (project / ".git").exists()
+
+
+def test_ci_runs_the_readme_commands_as_written():
+    """.ci/run runs the template README's commands, as written and in its order: the main job,
+    the default tier, then the full tier."""
+    readme = (TEMPLATE / "README.md").read_text()
+    block = readme.partition("\n## Two commands\n")[2].partition("```bash\n")[2].partition("```")[0]
+    commands = [line.partition("#")[0].strip() for line in block.splitlines()]
+    full = re.search(r"`(nox -s tests -- --full)` is the full tier\s+that\s+CI\s+runs", readme)[1]
+    ci = [line.removeprefix("python3 -m ") for line in (TEMPLATE / ".ci" / "run").read_text().splitlines()]
+    assert [line for line in ci if line.startswith("nox ")] == [*commands, full]
 
 
 # Dependency groups

@@ -624,19 +624,19 @@ POST_GEN_DEFAULTS = {**DEFAULTS, "mode": "npugraph_ex", "__op": "my_op"}
 
 
 def test_next_steps_are_the_commands_a_new_user_types():
-    """After a bake: the folder, the mode, then each command with why, the comments aligned."""
-    assert post_gen.next_steps(POST_GEN_DEFAULTS) == (
-        "Created npu-graph-demo/ (npugraph_ex mode). Next:\n"
-        "  cd npu-graph-demo\n"
-        "  pip install -e . --group test   # pip 25.1+; without a GPU, install torch's CPU build first "
-        "(README)\n"
-        "  python -m npu_graph_demo.mre    # one inference step; the report says which backend ran and "
-        "why\n"
-        "  python -m npu_graph_demo check  # is your model (model.py) ready for graph mode? --help: all "
-        "tools\n"
-        "  python -m pytest                # the tests; those that need an NPU skip off-NPU, with the "
-        "reason"
-    )
+    """After a bake: the folder and the mode, then each command a new user types, with why."""
+    heading, *steps = post_gen.next_steps(POST_GEN_DEFAULTS).splitlines()
+    assert heading == "Created npu-graph-demo/ (npugraph_ex mode). Next:"
+    commands = [step.partition("#")[0].strip() for step in steps]
+    assert commands == [
+        "cd npu-graph-demo",
+        "python -m pip install --upgrade pip",
+        "pip install -e . --group test",
+        "python -m npu_graph_demo.mre",
+        "python -m npu_graph_demo check",
+        "python -m pytest",
+    ]
+    assert all("  # " in step for step in steps[1:])  # each command but `cd` says why
 
 
 NOTES = {

@@ -387,6 +387,7 @@ def test_readme_generation_example_is_the_tested_model(baked):
     assert (OWN_MODELS / "language_model.py").read_text() not in readme
 
 
+@pytest.mark.full
 def test_the_wrapper_refuses_a_model_with_fewer_positions_than_the_cache(tmp_path):
     """The README's StaticCache wrapper refuses a config whose positions (GPT-2's n_positions)
     stop short of MAX_SEQ_LEN, where a decode step would look up a position with no embedding."""

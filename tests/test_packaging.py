@@ -4,49 +4,73 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
 import pytest
 from conftest import PIP_WITHOUT_BYTECODE, bake, package_of
 
-# pip learned `--group` (PEP 735 dependency groups) in 25.1.
-PIP_WITH_GROUPS = (25, 1)
+
+def readme_commands(project: Path) -> list[str]:
+    """The commands of the README's "Two commands" block, as written, comments left out."""
+    section = project.joinpath("README.md").read_text().partition("\n## Two commands\n")[2]
+    block = section.partition("```bash\n")[2].partition("```")[0]
+    return [line.partition("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
-def run(python: Path, *command: str, cwd: Path, env: dict[str, str] | None = None) -> str:
-    environment = {**os.environ, **(env or {})}
-    result = subprocess.run(
-        [str(python), *command], cwd=cwd, env=environment, capture_output=True, text=True, check=False
+def activated(environment: Path) -> dict[str, str]:
+    """The environment variables of a shell in which `environment` is activated, as its
+    activate script sets them: its bin first on PATH, and nothing of this test run's own."""
+    inherited = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"} and not name.startswith("PYTEST")
+    }
+    bin_folder = environment / ("Scripts" if os.name == "nt" else "bin")
+    return {
+        **inherited,
+        **PIP_WITHOUT_BYTECODE,
+        "VIRTUAL_ENV": str(environment),
+        "PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}",
+    }
+
+
+def in_shell(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, check=False
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout
-
-
-def pip_version(python: Path, cwd: Path) -> tuple[int, ...]:
-    version = run(python, "-c", "import pip; print(pip.__version__)", cwd=cwd)
-    return tuple(int(part) for part in version.strip().split(".")[:2])
 
 
 @pytest.mark.slow
 @pytest.mark.full
-def test_pip_install_editable_with_test_group_then_tests_and_mre_pass(tmp_path):
-    """`pip install -e . --group test` resolves the pinned torch, the package and pytest; its tests
-    and MRE then run."""
+def test_the_readme_commands_pass_in_a_fresh_virtual_environment(tmp_path):
+    """A baked project's two commands, exactly as its README writes them, pass in a fresh virtual
+    environment, whose pip may predate dependency groups, run in the freshly baked folder."""
     project = bake(tmp_path)
     environment = tmp_path / "venv"
     venv.create(environment, with_pip=True)
-    python = environment / ("Scripts" if os.name == "nt" else "bin") / "python"
-    # ensurepip's pip may predate --group: take a newer one from the package index then.
-    if pip_version(python, tmp_path) < PIP_WITH_GROUPS:
-        run(python, "-m", "pip", "install", "--quiet", "--upgrade", "pip>=25.1", cwd=tmp_path)
-    assert pip_version(python, tmp_path) >= PIP_WITH_GROUPS
-
-    install = ["-m", "pip", "install", "--quiet", "-e", ".", "--group", "test"]
-    run(python, *install, cwd=project, env=PIP_WITHOUT_BYTECODE)
-    # Its own temp root, as run_in gives each run in a bake (conftest.py says why).
-    suite = ["-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'pytest'}"]
-    run(python, *suite, cwd=project)
+    commands = readme_commands(project)
+    assert len(commands) == 2
+    # The project's suite with a temp root of its own, as run_in gives each run (conftest.py).
+    shell = {**activated(environment), "PYTEST_ADDOPTS": f"--basetemp={tmp_path / 'pytest'}"}
+    results = [in_shell(command, project, shell) for command in commands]
+    for command, result in zip(commands, results, strict=True):
+        assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+    assert "backend     aot_eager" in results[0].stdout
     # Installed, not merely on a path: the MRE runs from any folder.
-    report = run(python, "-m", f"{package_of(project)}.mre", cwd=tmp_path)
-    assert report.startswith("backend     aot_eager")
+    mre = in_shell(f"python -m {package_of(project)}.mre", tmp_path, shell)
+    assert mre.stdout.startswith("backend     aot_eager"), mre.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.full
+def test_nox_runs_the_mre_and_the_default_sessions_in_a_fresh_bake(tmp_path):
+    """`nox -s mre` and `nox` (lint and tests), which the README offers, pass in a freshly baked
+    project, which is no git repository yet."""
+    project = bake(tmp_path)
+    # This machine reaches PyPI but not PyTorch's own index: the README's TORCH_INDEX_URL="".
+    shell = {**activated(Path(sys.prefix)), "TORCH_INDEX_URL": ""}
+    for command in ("nox -s mre", "nox"):
+        result = in_shell(f"{sys.executable} -m {command}", project, shell)
+        assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
