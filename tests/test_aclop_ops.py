@@ -67,6 +67,7 @@ EXPECTED = {
     "2.12": EVERY_VERSION | ONLY_12 | {"npu_acl_12_and_14", "npu_acl_12_and_13"},
     "2.13": EVERY_VERSION | {"npu_acl_from_13", "npu_acl_13", "npu_acl_12_and_13"},
     "2.14": EVERY_VERSION | {"npu_acl_from_13", "npu_acl_12_and_14"},
+    "2.15": EVERY_VERSION | {"npu_acl_from_13"},
 }
 
 
@@ -88,11 +89,11 @@ def table_of(text: str, *versions: str) -> dict[str, set[str]]:
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory) -> Path:
-    """The module the script writes from FUNCTIONS for torch 2.12, 2.13 and 2.14."""
+    """The module the script writes from FUNCTIONS for torch 2.12 to 2.15."""
     folder = tmp_path_factory.mktemp("aclop_ops")
     (folder / "functions.yaml").write_text(FUNCTIONS)
     arguments = [str(folder / "functions.yaml"), "--commit", COMMIT, "--date", DATE]
-    arguments += ["--torch", "2.12", "--torch", "2.13.0", "--torch", "2.14"]
+    arguments += ["--torch", "2.12", "--torch", "2.13.0", "--torch", "2.14", "--torch", "v2.15"]
     assert script.main([*arguments, "--output", str(folder / "aclop_ops.py")]) == 0
     return folder / "aclop_ops.py"
 
@@ -105,7 +106,7 @@ def module(written) -> ModuleType:
 def test_every_version_form_is_read_as_op_plugin_reads_it():
     """all_version, [first, last], [first, newest], "vA" and "vA, vB" or "vA,vB" name the versions
     get_version() gives them; an op_api kernel takes an operator off the table."""
-    assert table_of(FUNCTIONS, "2.12", "2.13", "2.14") == EXPECTED
+    assert table_of(FUNCTIONS, "2.12", "2.13", "2.14", "2.15") == EXPECTED
 
 
 def test_a_range_reads_only_its_first_two_items():
@@ -191,7 +192,7 @@ def test_the_written_table_is_the_parsed_one(module):
         ("npu_split.names", "2.13", False),
         ("npu_acl", "2.13", False),
         ("npu_both", "2.13", False),
-        ("npu_acl_always", "2.15", False),
+        ("npu_acl_always", "2.16", False),
         ("npu_acl_always", "", False),
     ],
 )
@@ -225,6 +226,13 @@ def test_the_written_module_is_as_ruff_formats_it(tmp_path):
         assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_names_are_written_one_a_line_in_order():
+    """Each row lists its names sorted, one a line, so that a new op-plugin shows as a short diff."""
+    text = script.render({"2.13": ["npu_b", "npu_a.out", "npu_a"]}, COMMIT, DATE)
+    lines = [line.strip() for line in text.splitlines() if line.startswith('            "')]
+    assert lines == ['"npu_a",', '"npu_a.out",', '"npu_b",']
+
+
 def test_the_written_docstring_names_its_source_and_the_command_again(module):
     """The docstring names op-plugin's commit, its date and the file, and the commands that
     write the module again."""
@@ -240,19 +248,20 @@ def test_check_fails_on_a_module_another_file_would_change(written, tmp_path):
     stale.write_text(written.read_text().replace('"npu_acl_13",\n', ""))
     before = stale.read_text()
     arguments = [str(written.parent / "functions.yaml"), "--commit", COMMIT, "--date", DATE, "--check"]
-    arguments += ["--torch", "2.12", "--torch", "2.13", "--torch", "2.14"]
+    arguments += ["--torch", "2.12", "--torch", "2.13", "--torch", "2.14", "--torch", "2.15"]
     assert script.main([*arguments, "--output", str(stale)]) == 1
     assert stale.read_text() == before
     assert script.main([*arguments, "--output", str(written)]) == 0
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--commit", "517f2e7d"), ("--date", "21.08.2026")])
-def test_a_short_commit_or_another_date_form_is_refused(written, flag, value):
+def test_a_short_commit_or_another_date_form_is_refused(written, tmp_path, flag, value):
     """The commit must be all 40 hex digits and the date YYYY-MM-DD: the docstring cites both."""
-    options = {"--commit": COMMIT, "--date": DATE, flag: value}
+    options = {"--commit": COMMIT, "--date": DATE, flag: value, "--output": str(tmp_path / "aclop_ops.py")}
     arguments = [str(written.parent / "functions.yaml"), *(part for item in options.items() for part in item)]
     with pytest.raises(SystemExit):
         script.main(arguments)
+    assert not (tmp_path / "aclop_ops.py").exists()
 
 
 def test_the_committed_module_is_the_scripts_output():
