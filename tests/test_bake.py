@@ -26,6 +26,7 @@ COMMON_FILES = {
     "src/{package}/mre.py",
     "src/{package}/settings.py",
     "src/{package}/toolkit/__init__.py",
+    "src/{package}/toolkit/aclop_ops.py",
     "src/{package}/toolkit/backend.py",
     "src/{package}/toolkit/bench.py",
     "src/{package}/toolkit/check.py",
