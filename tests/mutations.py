@@ -860,6 +860,22 @@ MUTATIONS = (
         None,
     ),
     Mutation(
+        "the rehearsal leaves its call's collectives in flight",
+        f"{TOOLKIT}/rehearsal.py",
+        "                    finished(model(*inputs))",
+        "                    model(*inputs)",
+        "tests/toolkit/test_rehearsal.py -k 'collective_in_flight and forward'",
+        None,
+    ),
+    Mutation(
+        "the rehearsal leaves its decode step's collectives in flight",
+        f"{TOOLKIT}/rehearsal.py",
+        "                with watching(model, DECODE_STEP):\n                    finished(model(*step))",
+        "                with watching(model, DECODE_STEP):\n                    model(*step)",
+        "tests/toolkit/test_rehearsal.py -k 'collective_in_flight and decode'",
+        None,
+    ),
+    Mutation(
         "the rehearsal moves the random generator",
         f"{TOOLKIT}/rehearsal.py",
         "    with torch.no_grad(), torch.random.fork_rng(devices=[]):",
@@ -870,8 +886,8 @@ MUTATIONS = (
     Mutation(
         "the rehearsal watches the prefill but not the decode step",
         f"{TOOLKIT}/rehearsal.py",
-        "                with watching(model, DECODE_STEP):\n                    model(*step)",
-        "                model(*step)",
+        "                with watching(model, DECODE_STEP):\n                    finished(model(*step))",
+        "                finished(model(*step))",
         "tests/toolkit/test_rehearsal.py -k decode_step_advances",
         None,
     ),
