@@ -625,8 +625,8 @@ MUTATIONS = (
     Mutation(
         "bench times eager calls without their collectives",
         f"{TOOLKIT}/bench.py",
-        "        wait_collectives(output)\n",
-        "        pass\n",
+        "    finished(fn(*dummy_input))\n",
+        "    fn(*dummy_input)\n",
         "tests/toolkit/test_bench.py -k waits_for_its_collectives",
         None,
     ),
@@ -873,6 +873,14 @@ MUTATIONS = (
         "                with watching(model, DECODE_STEP):\n                    finished(model(*step))",
         "                with watching(model, DECODE_STEP):\n                    model(*step)",
         "tests/toolkit/test_rehearsal.py -k 'collective_in_flight and decode'",
+        None,
+    ),
+    Mutation(
+        "nothing waits for the collectives of a call nobody reads",
+        f"{TOOLKIT}/rehearsal.py",
+        "        return wait_collectives(output)\n",
+        "        return output\n",
+        "tests/toolkit/test_rehearsal.py tests/toolkit/test_bench.py -k 'collective_in_flight or waits_for_its_collectives'",
         None,
     ),
     Mutation(
