@@ -28,6 +28,21 @@ def build_model():
 """
 
 
+# Linear, GELU, Linear: its output is the row-parallel layer's own, which an eager call hands back
+# with the all-reduce still in flight (the sample adds a residual to it, which waits for it).
+ROW_PARALLEL_OUTPUT = """
+
+def build_model():
+    return nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32))
+
+
+def parallel_plan(world_size):
+    return {"0": ColwiseParallel(), "2": RowwiseParallel()}
+"""
+UNWAITED = "unwaited collective calls"
+"""torch's warning at a rank's exit (ProcessGroup.cpp) for a collective nobody waited for."""
+
+
 BANNER = ("*****", "Setting OMP_NUM_THREADS")
 """torchrun's notice before any rank starts, when OMP_NUM_THREADS is unset: not an error."""
 
@@ -44,10 +59,10 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.strip() and not line.startswith(BANNER)]
 
 
-def torchrun(project: Path, ranks: int, module: str) -> subprocess.CompletedProcess[str]:
-    """`torchrun --standalone --nproc-per-node <ranks> -m <module>` in the project."""
+def torchrun(project: Path, ranks: int, module: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """`torchrun --standalone --nproc-per-node <ranks> -m <module> <arguments>` in the project."""
     launch = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}"]
-    return again_if_torch_crashed(lambda: run_in(project, *launch, "-m", module, timeout=TIMEOUT))
+    return again_if_torch_crashed(lambda: run_in(project, *launch, "-m", module, *arguments, timeout=TIMEOUT))
 
 
 def one_line(report: str, row: str) -> list[str]:
@@ -88,6 +103,22 @@ def test_a_failing_rank_stops_the_job_with_its_error(baked, tmp_path):
     # torchrun's summary names the first rank that failed, from the error file it recorded.
     assert "rank      : 1" in result.stderr
     assert "To enable traceback" not in result.stderr  # the rank recorded its error for torchrun
+
+
+@pytest.mark.slow
+def test_bench_leaves_no_collective_unwaited(baked, tmp_path):
+    """bench on two ranks of a model whose output is a row-parallel layer's own exits 0, and no
+    rank warns at exit of a collective left unwaited."""
+    project = tmp_path / "project"
+    shutil.copytree(baked(**TP_VARIANTS[0]), project)
+    model = project / "src" / package_of(project) / "model.py"
+    model.write_text(model.read_text() + ROW_PARALLEL_OUTPUT)
+    result = torchrun(project, 2, package_of(project), "bench", "--iters", "3", "--warmup", "1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = one_line(result.stdout, "ranks")
+    assert row.startswith("ranks       2 (gloo), ")
+    # Each rank writes to torchrun's own stdout and stderr.
+    assert UNWAITED not in result.stdout + result.stderr, result.stderr[-3000:]
 
 
 @pytest.mark.slow

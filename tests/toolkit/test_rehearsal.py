@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch._C._distributed_c10d import _get_work_registry_size
 from torch._dynamo.utils import counters
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 from decode_project.model import VOCAB
 from forward_project.toolkit.backend import BACKEND_ENV
 from forward_project.toolkit.rehearsal import EagerFailure, GraphFailure, graph_failures, rehearse
+from parallel_project.toolkit.parallel import fake_ranks
 
 TOOLS = [
     ("bench", "forward_project"),
@@ -281,6 +284,40 @@ def test_a_rehearsal_leaves_the_random_generator_where_it_was():
     drawn = torch.get_rng_state()
     rehearse(Draws(), (torch.ones(2),))
     assert torch.equal(torch.get_rng_state(), drawn)
+
+
+class RowParallelOutput(nn.Module):
+    """Linear, GELU, Linear, whose output is the second layer's own: sharded column- then
+    row-parallel, a call hands it back with its all-reduce still in flight. Given token ids (a
+    decode project's prompt, then its steps, with their positions), it embeds them first."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, 8)
+        self.up = nn.Linear(8, 16)
+        self.down = nn.Linear(16, VOCAB)
+
+    def forward(self, x, input_pos=None):
+        return self.down(nn.functional.gelu(self.up(self.embed(x) if input_pos is not None else x)))
+
+
+@pytest.mark.parametrize(
+    ("project", "inputs"),
+    [
+        ("parallel_project", (torch.ones(3, 8),)),
+        ("decode_parallel_project", (torch.randint(0, VOCAB, (2, 4)),)),
+    ],
+    ids=["forward", "decode"],
+)
+def test_a_rehearsal_leaves_no_collective_in_flight(project, inputs):
+    """With tensor parallelism, the rehearsal waits for the collectives of each call it makes,
+    whose output nobody reads: none is left unwaited (torch warns of one at exit on every rank)."""
+    with fake_ranks(2) as mesh:
+        plan = {"up": ColwiseParallel(), "down": RowwiseParallel()}
+        sharded = parallelize_module(RowParallelOutput(), mesh, plan)
+        in_flight = _get_work_registry_size()
+        module(project, "toolkit.rehearsal").rehearse(sharded, inputs)
+        assert _get_work_registry_size() == in_flight
 
 
 def test_generate_s_prompt_is_the_mre_s_after_the_rehearsal(monkeypatch):

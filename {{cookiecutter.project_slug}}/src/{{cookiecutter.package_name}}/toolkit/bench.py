@@ -64,7 +64,7 @@ from ..model import build_model, example_inputs
 from . import project
 from .backend import BACKEND_ENV, Backend, check_forced, npu_status, select_backend
 from .contract import ContractError, clone, describe_tree, input_mismatches, mismatches, to_device
-from .rehearsal import GraphFailure, built, graph_failures, rehearse
+from .rehearsal import GraphFailure, built, finished, graph_failures, rehearse
 from .report import synchronize
 from .state import restore, save, state_mismatches
 
@@ -319,13 +319,9 @@ def device_events(device: str) -> tuple[Any, Any] | None:
 
 def call_through(fn: Call, dummy_input: tuple[Any, ...]) -> None:
     """Call `fn` on `dummy_input` until it is done on the host. With tensor parallelism that
-    includes its collectives: a sharded layer run eagerly hands back its all-reduce still in
-    flight, which a call nobody reads would otherwise leave out."""
-    output = fn(*dummy_input)
-    if project.TENSOR_PARALLEL:
-        from .parallel import wait_collectives
-
-        wait_collectives(output)
+    includes its collectives (finished()): a sharded layer run eagerly hands back its all-reduce
+    still in flight, which a call nobody reads would otherwise leave out."""
+    finished(fn(*dummy_input))
 
 
 def time_call(fn: Call, dummy_input: tuple[Any, ...], device: str) -> tuple[float, float | None]:

@@ -92,11 +92,25 @@ def built(build_model: Callable[[], nn.Module]) -> nn.Module:
         raise eager_failure(error, "build_model() fails") from error
 
 
+def finished(output: Any) -> Any:
+    """`output` with nothing of its call left running. With tensor parallelism a sharded layer run
+    eagerly hands back its collective still in flight (parallel.wait_collectives), awaited only
+    when something reads it: a call whose output nobody reads must wait for it here, or torch warns
+    at exit of an unwaited collective on every rank."""
+    if project.TENSOR_PARALLEL:
+        # parallel.py is only in tensor-parallel projects.
+        from .parallel import wait_collectives
+
+        return wait_collectives(output)
+    return output
+
+
 def rehearse(model: nn.Module, inputs: tuple[Any, ...]) -> None:
     """Run `model` eagerly on `inputs` as the MRE runs it (a decode project's inputs are
     (prompt,)), each call watched; raise EagerFailure if it fails, StateOutOfSight if it keeps
-    state out of the tools' sight. Afterwards the model holds the state it held before, and the
-    random number generator is where it was."""
+    state out of the tools' sight. Afterwards the model holds the state it held before, the
+    random number generator is where it was, and nothing a call started is left running (its
+    collectives: finished())."""
     start = save(model)
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
         try:
@@ -107,10 +121,10 @@ def rehearse(model: nn.Module, inputs: tuple[Any, ...]) -> None:
                 with watching(model, FIRST_CALL):
                     step = first_step(model, prompt)
                 with watching(model, DECODE_STEP):
-                    model(*step)
+                    finished(model(*step))
             else:
                 with watching(model, FIRST_CALL):
-                    model(*inputs)
+                    finished(model(*inputs))
         except ContractError:
             raise  # already a refusal in its own words: state out of sight, or a contract broken
         except Exception as error:  # the user's code may raise anything: refuse it in one line
