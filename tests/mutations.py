@@ -1617,9 +1617,16 @@ MUTATIONS = (
     Mutation(
         "CachedModel writes every version of the code into one cache folder",
         f"{TOOLKIT}/compile_cache.py",
-        '    return None if cache_dir is None else os.path.join(cache_dir, f"code_{code_fingerprint(model)}")',
+        '    return None if cache_dir is None else os.path.join(cache_dir, f"code_{folder_key(model)}")',
         "    return cache_dir",
         "tests/toolkit/test_compile_cache.py -k 'follows_the_models_code or method_shapes_folder'",
+    ),
+    Mutation(
+        "cache_compile's folder ignores the torch_npu and CANN releases, and loads another release's graph",
+        f"{TOOLKIT}/compile_cache.py",
+        '    key = f"{code_fingerprint(model)}\\n{npu_versions()}"',
+        '    key = code_fingerprint(model)',
+        "tests/toolkit/test_compile_cache.py -k follows_torch_npu_and_cann",
     ),
     Mutation(
         "a failed MRE ends in Dynamo's traceback with no pointer to check",

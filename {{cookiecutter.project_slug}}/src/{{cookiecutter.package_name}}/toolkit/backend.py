@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import os
 import re
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -181,6 +182,29 @@ def probe_npu() -> tuple[bool, str]:
 def npu_status() -> tuple[bool, str]:
     """probe_npu(), once per process: the hardware does not change while we run."""
     return probe_npu()
+
+
+def npu_versions() -> str:
+    """The torch_npu and CANN releases npugraph_ex compiles with in this process, in one line:
+    "torch_npu 2.14.0, CANN 9.1.0"; "torch_npu not loaded" where torch_npu did not load (off an
+    NPU), the same on every run."""
+    npu_status()  # the probe imports torch_npu wherever it loads
+    torch_npu = sys.modules.get("torch_npu")
+    if torch_npu is None:
+        return "torch_npu not loaded"
+    return f"torch_npu {torch_npu.__version__}, CANN {cann_version(torch_npu)}"
+
+
+def cann_version(torch_npu: object) -> str:
+    """CANN's release as the loaded torch_npu reads it, or "unknown".
+
+    torch_npu.utils.get_cann_version() (in every torch_npu this template pins) asks CANN's runtime
+    (aclsysGetCANNVersion, no device needed) and answers "" before CANN 8.1.RC1.
+    """
+    try:
+        return torch_npu.utils.get_cann_version() or "unknown"
+    except (AttributeError, RuntimeError):  # a torch_npu without it, or a CANN that cannot say
+        return "unknown"
 
 
 def select_backend() -> Backend:
