@@ -150,21 +150,40 @@ def test_every_other_soc_is_refused(soc):
     assert not backend.can_capture(soc)
 
 
+CAPTURE_SOCS = "Atlas A2 (Ascend910B1-B4), Atlas A3 (Ascend910_93xx) or Ascend 950"
+
+
 @pytest.mark.parametrize(
     ("soc", "verdict"),
     [
-        ("Ascend910B", "cannot capture aclgraphs"),
-        ("Ascend310P3", "cannot capture aclgraphs"),
-        ("SomeFutureSoC", "is not a SoC known to capture aclgraphs"),
+        ("Ascend910B", "Ascend910B cannot capture aclgraphs"),
+        ("Ascend310P3", "Ascend310P3: npugraph_ex is not supported on 310P"),
+        ("SomeFutureSoC", "SomeFutureSoC is not a SoC known to capture aclgraphs"),
     ],
 )
 def test_refused_soc_falls_back_naming_it(soc, verdict, install_torch_npu):
-    """On a refused SoC the probe falls back, and its reason names the SoC, says whether it is
-    known not to capture or not known at all, and names what captures."""
+    """On a refused SoC the probe falls back, and its reason names the SoC, says whether it cannot
+    capture, is a 310P (where npugraph_ex is not supported) or is not known at all, and names
+    what captures."""
     install_torch_npu(soc)
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
-    assert why.startswith(f"{soc} {verdict} (npugraph_ex needs Atlas A2")
+    assert why.startswith(verdict)
+    assert why.endswith(f"npugraph_ex needs {CAPTURE_SOCS})")
+
+
+def test_310p_is_refused_for_npugraph_ex_not_for_capture():
+    """aclgraph captures on 310P from torch_npu 26.1.0 (IsCaptureSupported()): the reason never
+    says a 310P cannot capture."""
+    for soc in ("Ascend310P1", "Ascend310P3", "Ascend310P7"):
+        assert "cannot capture" not in backend.capture_refusal(soc)
+
+
+@pytest.mark.parametrize("soc", ["Ascend910A", "Ascend910B", "Ascend310B1", "Ascend310P3", "SomeFutureSoC"])
+def test_each_kind_of_refused_soc_reads_as_its_snapshot(soc, snapshot):
+    """The fallback reason of each kind of refused SoC: first-generation 910 and 310B (no aclgraph
+    capture), 310P (capture, but no npugraph_ex), and a name not known."""
+    assert backend.capture_refusal(soc) == snapshot
 
 
 # The first lines of the bare Exceptions torch_npu's import raises on a half-sourced CANN

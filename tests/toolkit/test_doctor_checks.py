@@ -195,14 +195,14 @@ def test_an_npu_the_runtime_cannot_open_is_not_visible(install_torch_npu):
     assert doctor.check_torch_npu()[1].detail == "no NPU visible"
 
 
-def test_npus_that_cannot_capture_warn_naming_those_that_can(install_torch_npu):
-    """Eight Ascend 310P NPUs: a WARN naming the count and the SoC, whose fix names the SoCs
-    that capture."""
+def test_npus_npugraph_ex_does_not_run_on_warn_naming_those_it_runs_on(install_torch_npu):
+    """Eight Ascend 310P NPUs: a WARN naming the count and why the SoC is refused, whose fix
+    names the SoCs that capture."""
     install_torch_npu("Ascend310P3", count=8)
     assert doctor.check_torch_npu()[1] == Check(
         "npu",
         "WARN",
-        f"8 x Ascend310P3 cannot capture aclgraphs (npugraph_ex needs {CAPTURE_SOCS})",
+        f"8 x {backend.capture_refusal('Ascend310P3')}",
         f"run graph mode on {CAPTURE_SOCS}",
     )
 

@@ -22,10 +22,10 @@ BACKEND_ENV = "NPUGRAPH_BACKEND"
 """Set to a torch.compile backend name (npugraph_ex, aot_eager, eager, inductor, ...) to force it."""
 
 STAND_IN = "aot_eager"
-# SoCs known not to capture aclgraphs, named in the fallback reason (can_capture() is an allowlist:
-# a name in neither list is refused too). First-generation Ascend 910, including the exact name
-# "Ascend910B" (not an Atlas A2 part), and every 310P (vllm-ascend turns npugraph_ex off there)
-# and 310B (not in TorchAir's product list).
+# SoCs known not to run npugraph_ex, named in the fallback reason (can_capture() is an allowlist:
+# a name in none of these is refused too). torch_npu's aclgraph captures on none of the first
+# generation of Ascend 910, including the exact name "Ascend910B" (not an Atlas A2 part), nor on
+# 310B: IsCaptureSupported() (torch_npu csrc/core/npu/interface/AclInterface.cpp) leaves them out.
 NO_CAPTURE_SOCS = (
     "Ascend910A",
     "Ascend910ProA",
@@ -33,7 +33,16 @@ NO_CAPTURE_SOCS = (
     "Ascend910ProB",
     "Ascend910B",
 )
-NO_CAPTURE_PREFIXES = ("Ascend310P", "Ascend310B")
+NO_CAPTURE_PREFIXES = ("Ascend310B",)
+# 310P is another case: from torch_npu 26.1.0 (all the releases this template pins) aclgraph
+# captures there (Ascend/pytorch 1dde879bd adds Ascend310P1..P7 to IsCaptureSupported()), but
+# npugraph_ex is not supported there: TorchAir's product list has no 310P, and vllm-ascend turns
+# npugraph_ex off on it ("npugraph_ex is not supported on Ascend 310P", ascend_config.py).
+NO_NPUGRAPH_EX_PREFIX = "Ascend310P"
+WHY_NOT_ON_310P = (
+    "aclgraph captures there from torch_npu 26.1.0, but TorchAir's product list has no 310P and "
+    "vllm-ascend turns npugraph_ex off on it"
+)
 CAPTURE_SOCS = "Atlas A2 (Ascend910B1-B4), Atlas A3 (Ascend910_93xx) or Ascend 950"
 CANN_HINT = "source the CANN set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh)"
 ACLOP_CAPTURE_ERROR = "Cannot run aclop operators during NPU graph capture"
@@ -59,9 +68,12 @@ def can_capture(soc: str) -> bool:
 
 def capture_refusal(soc: str) -> str:
     """Why a SoC that can_capture() refuses falls back, naming it and what npugraph_ex needs."""
+    needs = f"npugraph_ex needs {CAPTURE_SOCS}"
+    if soc.startswith(NO_NPUGRAPH_EX_PREFIX):
+        return f"{soc}: npugraph_ex is not supported on 310P ({WHY_NOT_ON_310P}; {needs})"
     if soc in NO_CAPTURE_SOCS or soc.startswith(NO_CAPTURE_PREFIXES):
-        return f"{soc} cannot capture aclgraphs (npugraph_ex needs {CAPTURE_SOCS})"
-    return f"{soc} is not a SoC known to capture aclgraphs (npugraph_ex needs {CAPTURE_SOCS})"
+        return f"{soc} cannot capture aclgraphs ({needs})"
+    return f"{soc} is not a SoC known to capture aclgraphs ({needs})"
 
 
 # torch_npu's import checks a half-sourced CANN itself and raises a bare Exception (torch_npu
