@@ -269,3 +269,11 @@ def test_probe_falls_back_on_a_bare_exception(install_torch_npu):
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
     assert why.startswith("CANN is half-sourced: ASCEND_HOME_PATH=/opt/gone does not exist")
+
+
+def test_the_deterministic_recompile_hint_names_what_changes_the_level():
+    """DETERMINISTIC_RECOMPILE, for a recompile's hint, names both calls that change the NPU
+    deterministic level torch_npu guards graphs on, and what a recompile costs cache_compile."""
+    for name in ("torch_npu.npu.set_deterministic_level", "torch.use_deterministic_algorithms"):
+        assert name in backend.DETERMINISTIC_RECOMPILE
+    assert "cache_compile" in backend.DETERMINISTIC_RECOMPILE

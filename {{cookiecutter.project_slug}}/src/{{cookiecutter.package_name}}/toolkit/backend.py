@@ -53,6 +53,17 @@ ACLOP_CAPTURE_HINT = (
 )
 """torch_npu's own advice for its aclop capture error (NPUGraphsUtils.h), for tools that see it."""
 
+DETERMINISTIC_RECOMPILE = (
+    "keep the NPU deterministic level fixed between calls: torch_npu recompiles on a change "
+    "(torch_npu.npu.set_deterministic_level, torch.use_deterministic_algorithms), and under "
+    "cache_compile that recompile deletes the cache"
+)
+"""For tools that explain a recompile. From the 26.2 releases (torch_npu 2.12.0.post3, 2.13.0 and
+2.14.0, the ones this template pins) npugraph_ex and cache_compile guard every graph on the NPU
+deterministic level (torch_npu/dynamo/_deterministic_guard.py, a guard that reads
+`torch_npu.npu._get_deterministic_level() == <level>`): a change recompiles, and cache_compile
+takes any recompile for a reason to delete its cache ("Skip cache as ... recompiled")."""
+
 
 def can_capture(soc: str) -> bool:
     """Whether this SoC (torch.npu.get_device_name) is one npugraph_ex captures aclgraphs on."""
