@@ -482,6 +482,11 @@ CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
 )
 """Every project's checks; one that does not concern this project returns no line."""
 HCCL_MODE = "HCCL_OP_EXPANSION_MODE"
+AIV_CAVEAT = (
+    "if a capture fails with rtEventRecord error 507009, or a replay hangs, unset it: AIV fails "
+    "with collectives inside the task groups npugraph_ex captures (vllm-ascend issue 13688)"
+)
+"""The caveat that goes with HCCL's AIV mode wherever the doctor advises it or sees it set."""
 
 
 def hccl_mode(graph_mode: bool, wanted: int, value: str | None) -> Check:
@@ -489,6 +494,8 @@ def hccl_mode(graph_mode: bool, wanted: int, value: str | None) -> Check:
     if not graph_mode or wanted < 2:
         why = "one rank has no collective" if graph_mode else "no aclgraph is captured here"
         return Check("hccl-mode", "OK", f"{HCCL_MODE} {value or 'unset'}: {why}")
+    if value == "AIV":
+        return Check("hccl-mode", "OK", f"{HCCL_MODE}=AIV; {AIV_CAVEAT}")
     if value:
         return Check("hccl-mode", "OK", f"{HCCL_MODE}={value}")
     # vllm-ascend's fix for capture failures with HCCL (error 507903, streams exhausted).
@@ -498,7 +505,7 @@ def hccl_mode(graph_mode: bool, wanted: int, value: str | None) -> Check:
         f"{HCCL_MODE} is unset: HCCL's default expansion may exhaust the streams aclgraph "
         "capture needs (capture error 507903)",
         f"export {HCCL_MODE}=AIV, as vllm-ascend does for graph capture (README: Tensor "
-        "parallelism, On an NPU)",
+        f"parallelism, On an NPU); {AIV_CAVEAT}",
     )
 
 
