@@ -277,3 +277,41 @@ def test_the_deterministic_recompile_hint_names_what_changes_the_level():
     for name in ("torch_npu.npu.set_deterministic_level", "torch.use_deterministic_algorithms"):
         assert name in backend.DETERMINISTIC_RECOMPILE
     assert "cache_compile" in backend.DETERMINISTIC_RECOMPILE
+
+
+# --- the switches that send operators to aclop, read before npugraph_ex compiles
+
+
+def test_off_the_npu_no_aclop_switch_is_reported(no_npu):
+    """Where npugraph_ex does not run, the preflight has no switch to report."""
+    assert backend.aclop_switches() == []
+
+
+def test_on_an_atlas_a2_s_defaults_no_aclop_switch_is_on(install_torch_npu):
+    """JIT compile off and internal formats off, as an Atlas A2 starts: nothing to report."""
+    install_torch_npu("Ascend910B2")
+    assert backend.aclop_switches() == []
+
+
+def test_each_aclop_switch_on_is_reported_with_its_fix(install_torch_npu):
+    """JIT compile on and allow_internal_format on: each is reported, in order, with its fix."""
+    install_torch_npu("Ascend910B2", jit_compile=True, internal_format=b"enable")
+    assert backend.aclop_switches() == [(s.on, s.fix) for s in backend.ACLOP_SWITCHES]
+    assert [switch.code for switch in backend.ACLOP_SWITCHES] == ["jit-compile", "internal-format"]
+
+
+def test_jit_compile_set_on_is_read_though_cann_s_default_is_off(install_torch_npu):
+    """set_compile_mode(jit_compile=True) after CANN's default "disable": JIT compile is on, as
+    torch_npu's dispatch takes it (is_jit_compile_false() would still answer True)."""
+    install_torch_npu("Ascend910B2", jit_compile=True)
+    assert backend.jit_compile_on()
+
+
+@pytest.mark.parametrize(
+    ("option", "on"), [(b"disable", False), (b"enable", True), (None, True), (b"", True)]
+)
+def test_internal_format_is_read_as_torch_npu_reads_it(install_torch_npu, option, on):
+    """The ALLOW_INTERNAL_FORMAT option is off only when it says "disable": unset or empty means
+    on, as torch_npu's CheckForbidInternalFormat() reads it (its default is "enable")."""
+    install_torch_npu("Ascend910B2", internal_format=option)
+    assert backend.internal_format_on() is on

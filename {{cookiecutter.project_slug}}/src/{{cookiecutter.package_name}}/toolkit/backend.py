@@ -13,6 +13,7 @@ import importlib.util
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -52,7 +53,6 @@ ACLOP_CAPTURE_HINT = (
     "operator has no aclnn implementation and cannot be captured"
 )
 """torch_npu's own advice for its aclop capture error (NPUGraphsUtils.h), for tools that see it."""
-
 DETERMINISTIC_RECOMPILE = (
     "keep the NPU deterministic level fixed between calls: torch_npu recompiles on a change "
     "(torch_npu.npu.set_deterministic_level, torch.use_deterministic_algorithms), and under "
@@ -228,6 +228,86 @@ def cann_version(torch_npu: object) -> str:
         return torch_npu.utils.get_cann_version() or "unknown"
     except (AttributeError, RuntimeError):  # a torch_npu without it, or a CANN that cannot say
         return "unknown"
+
+
+# The run-time switches that send an operator with both an aclnn and an aclop kernel (777 of
+# op-plugin's official operators for torch 2.13 and 2.14) to aclop, which capture refuses: its
+# generated kernels take aclnn only when JIT compile is off and every tensor input is in a base
+# format (op-plugin torchnpugen/gen.py).
+
+
+def jit_compile_on() -> bool:
+    """Whether torch_npu JIT-compiles operators, read as its dispatch reads it (torch_npu
+    EnvVariables.cpp): the "jitCompile" option where set (torch.npu.set_compile_mode), else
+    "jitCompileInit", CANN's default that initialising the device records, else the SoC's default,
+    off from Ascend910B1, the only SoCs this is read on. torch.npu.is_jit_compile_false() would
+    not do: it answers True when jitCompileInit is "disable" though jitCompile was set to "enable"
+    (torch_npu Module.cpp, THNPModule_is_jit_compile_false_wrap)."""
+    torch_npu = importlib.import_module("torch_npu")
+    torch.npu.init()
+    for option in ("jitCompile", "jitCompileInit"):
+        if value := torch_npu._C._npu_getOption(option):
+            return value.decode() != "disable"
+    return False
+
+
+def internal_format_on() -> bool:
+    """Whether torch.npu.config.allow_internal_format is on. That attribute can be set but not
+    read (torch_npu's npu_config._npuConfig has no getter): read the option it sets as torch_npu's
+    CheckForbidInternalFormat() does, unset meaning on. Initialising the device sets it off on
+    Ascend910B1 and later unless set (torch_npu npu_sys_ctrl.cpp), so initialise it first."""
+    torch_npu = importlib.import_module("torch_npu")
+    torch.npu.init()
+    value = torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT")
+    return (value.decode() if value is not None else "enable") != "disable"
+
+
+@dataclass(frozen=True)
+class AclopSwitch:
+    """A torch_npu setting that, when on, sends operators to aclop."""
+
+    code: str
+    """The doctor's name for its line."""
+    name: str
+    effect: str
+    """What it does when on."""
+    fix: str
+    is_on: Callable[[], bool]
+    """Reads it from torch_npu, on an NPU."""
+
+    @property
+    def on(self) -> str:
+        return f"{self.name} is on: {self.effect}"
+
+
+ACLOP_SWITCHES = (
+    AclopSwitch(
+        "jit-compile",
+        "JIT compile",
+        "every operator with both an aclnn and an aclop kernel runs on aclop, which capture "
+        "refuses",
+        "torch.npu.set_compile_mode(jit_compile=False) before compiling, as vllm-ascend does",
+        jit_compile_on,
+    ),
+    AclopSwitch(
+        "internal-format",
+        "torch.npu.config.allow_internal_format",
+        "an operator given an NZ or 5HD tensor (after a conv or a matmul) runs on aclop unless it "
+        "has an internal-format aclnn kernel, and capture refuses aclop",
+        "torch.npu.config.allow_internal_format = False before compiling, as torch_npu's capture "
+        "error advises",
+        internal_format_on,
+    ),
+)
+
+
+def aclop_switches() -> list[tuple[str, str]]:
+    """(what is on, the fix) for each switch in ACLOP_SWITCHES that is on; empty where npugraph_ex
+    does not run. For the NPU preflight, just before npugraph_ex compiles: it reads what this
+    process has set, where the doctor, in a process of its own, reads the defaults."""
+    if not npu_status()[0]:
+        return []
+    return [(switch.on, switch.fix) for switch in ACLOP_SWITCHES if switch.is_on()]
 
 
 def select_backend() -> Backend:

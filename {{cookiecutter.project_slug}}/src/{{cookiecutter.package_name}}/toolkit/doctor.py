@@ -309,6 +309,27 @@ def check_model() -> Check:
     return Check("model", "OK", detail)
 
 
+def check_aclop_switches() -> list[Check]:
+    """A line for each run-time switch that sends operators to aclop, which capture refuses
+    (backend.ACLOP_SWITCHES): JIT compile and internal formats. Read where npugraph_ex runs, after
+    the model line has built your model (model.py may set them); elsewhere each line says it could
+    not run. What the MRE's own process sets later is for backend.aclop_switches() to read."""
+    from .backend import ACLOP_SWITCHES, npu_status
+
+    if not npu_status()[0]:
+        detail = "could not run: npugraph_ex does not run here (the mre-backend line says why)"
+        return [Check(switch.code, "OK", detail) for switch in ACLOP_SWITCHES]
+    lines = []
+    for switch in ACLOP_SWITCHES:
+        if switch.is_on():
+            # Graph mode's capture fails on the first aclop operator; blocking is kept for what
+            # stops the MRE whatever the backend.
+            lines.append(Check(switch.code, "FAIL", switch.on, switch.fix))
+        else:
+            lines.append(Check(switch.code, "OK", f"{switch.name} is off, as capture needs"))
+    return lines
+
+
 def check_decode() -> list[Check]:
     """The decode line, in a decode project only: see decode_contract()."""
     return [decode_contract()] if project.DECODE else []
@@ -476,6 +497,7 @@ CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
     check_backends,
     check_choice,
     check_model,
+    check_aclop_switches,
     check_decode,
     check_mre_imports,
     check_cache_dir,
