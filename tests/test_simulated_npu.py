@@ -4,8 +4,11 @@ The stand-ins are data in tests/simulated_torch_npu/; each file cites the torch_
 copies, so that a new torch_npu release can be checked against it.
 - half_sourced: `import torch_npu` raises the bare Exception of a half-sourced CANN.
 - healthy: imports, makes itself torch.npu, and reports one NPU named $SIMULATED_NPU_SOC; it also
-  has the npugraph_ex module whose warning every frozen_parameter compile emits, and a
-  torch_npu.profiler that records how it is called and writes its output layout (profile's NPU path).
+  has the npugraph_ex module whose warning every frozen_parameter compile emits, a
+  torch_npu.profiler that records how it is called and writes its output layout (profile's NPU
+  path), the switches that send operators to aclop (torch.npu.set_compile_mode,
+  torch.npu.config, read through torch_npu._C's options), and torch_npu.utils.get_cann_version()
+  ($SIMULATED_CANN_VERSION).
 """
 
 from __future__ import annotations
@@ -180,7 +183,7 @@ def test_other_soc_falls_back_naming_it(soc_verdicts, soc):
     """First-generation 910 (exact Ascend910B too), 310P, 310B and unknown SoCs get the stand-in."""
     name, device, reason = soc_verdicts[soc]
     assert (name, device) == ("aot_eager", "cpu")
-    assert f"({soc} " in reason
+    assert re.search(rf"\({soc}\b", reason), reason
 
 
 def test_refused_soc_mre_runs_on_cpu(baked):
@@ -209,6 +212,82 @@ def test_capturing_soc_doctor_chooses_graph_mode_with_the_aclop_hint(baked):
     (check,) = (check for check in report["checks"] if check["name"] == "npu")
     assert check["status"] == "OK"
     assert "allow_internal_format = False" in check["detail"]
+
+
+# One process on the healthy stand-in: the switches that send operators to aclop, as the NPU
+# starts, after each is turned on with torch_npu's own calls, and on a SoC npugraph_ex does not
+# run on; each seen by the preflight (aclop_switches(), as switch codes) and by the doctor.
+ACLOP_SWITCHES_RUN = """\
+import json
+from {package}.toolkit import backend, doctor
+
+def seen():
+    on = backend.aclop_switches()
+    return {{
+        "preflight": [s.code for s in backend.ACLOP_SWITCHES if (s.on, s.fix) in on],
+        "doctor": {{check.name: check.status for check in doctor.check_aclop_switches()}},
+    }}
+
+results = {{"as the NPU starts": seen(), "versions": backend.npu_versions()}}
+import torch
+torch.npu.set_compile_mode(jit_compile=True)
+results["jit_compile=True"] = seen()
+torch.npu.set_compile_mode(jit_compile=False)
+torch.npu.config.allow_internal_format = True
+results["allow_internal_format = True"] = seen()
+import torch_npu.npu
+torch_npu.npu.SOC = "Ascend310P3"
+backend.npu_status.cache_clear()
+results["on a 310P"] = seen()
+print("RESULTS " + json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def aclop_switch_runs(baked) -> dict:
+    """What the preflight and the doctor see of the aclop switches in each state of one run."""
+    project = baked()
+    script = ACLOP_SWITCHES_RUN.format(package=package_of(project))
+    env = {"PYTHONPATH": with_stand_in(project, HEALTHY), "SIMULATED_CANN_VERSION": "9.1.0"}
+    result = run_in(project, "-c", script, **env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("RESULTS ")]
+    return json.loads(line.removeprefix("RESULTS "))
+
+
+SWITCH_STATES = {
+    "as the NPU starts": [],
+    "jit_compile=True": ["jit-compile"],
+    "allow_internal_format = True": ["internal-format"],
+}
+
+
+@pytest.mark.xdist_group("aclop_switch_runs")
+@pytest.mark.parametrize("state", SWITCH_STATES)
+def test_the_preflight_and_the_doctor_see_each_aclop_switch_turned_on(aclop_switch_runs, state):
+    """On an Atlas A2, the switches as the NPU starts are off; each turned on with torch_npu's
+    own call (torch.npu.set_compile_mode, torch.npu.config.allow_internal_format) is reported by
+    the preflight and FAILs the doctor's line of that code, the other line OK."""
+    seen = aclop_switch_runs[state]
+    assert seen["preflight"] == SWITCH_STATES[state]
+    failed = [name for name, status in seen["doctor"].items() if status == "FAIL"]
+    assert failed == SWITCH_STATES[state]
+    assert set(seen["doctor"]) == {"jit-compile", "internal-format"}
+
+
+@pytest.mark.xdist_group("aclop_switch_runs")
+def test_where_npugraph_ex_does_not_run_no_aclop_switch_is_reported(aclop_switch_runs):
+    """On a 310P, torch_npu loaded and internal formats still on: the preflight reports nothing,
+    and the doctor's lines are OK (they could not run)."""
+    seen = aclop_switch_runs["on a 310P"]
+    assert seen == {"preflight": [], "doctor": {"jit-compile": "OK", "internal-format": "OK"}}
+
+
+@pytest.mark.xdist_group("aclop_switch_runs")
+def test_the_cache_key_reads_torch_npu_s_and_cann_s_releases(aclop_switch_runs):
+    """The compile cache's key reads the releases from torch_npu itself: its __version__, and
+    torch_npu.utils.get_cann_version()."""
+    assert aclop_switch_runs["versions"] == "torch_npu 2.13.0, CANN 9.1.0"
 
 
 FROZEN_PARAMETER_WARNING = "When enable frozen_parameter, Parameters and input tensors"

@@ -125,7 +125,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
             found[distribution_key(name)] = None
             return
         folder = tmp_path / f"{name}-{version}.dist-info"
-        folder.mkdir()
+        folder.mkdir(exist_ok=True)  # a test may install the same release twice
         lines = [f"Name: {name}", f"Version: {version}", *(f"Requires-Dist: {r}" for r in requires)]
         (folder / "METADATA").write_text("Metadata-Version: 2.1\n" + "\n".join(lines) + "\n")
         found[distribution_key(name)] = importlib.metadata.PathDistribution(folder)
@@ -138,9 +138,13 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
 # (torch_npu/npu/__init__.py): device_count() is the driver's count (ascend_hal), is_available()
 # whether the runtime counts any (_npu_getDeviceCount()); get_device_name() takes a device index
 # (None: the current one), refuses one past device_count() and returns aclrtGetSocName(), the
-# same for every device. Like the real one, it makes itself torch.npu.
+# same for every device. utils.get_cann_version() is torch_npu.utils's (torch_npu/npu/utils.py),
+# CANN's release as its runtime reports it. init() initialises the device, and
+# _C._npu_getOption() returns the options behind the two switches that send operators to aclop
+# (torch_npu/npu/npu_config.py): bytes, or None where never set. Like the real one, it makes
+# itself torch.npu.
 TORCH_NPU_STAND_IN = """\
-import sys, torch
+import sys, types, torch
 __version__ = {version!r}
 def device_count(): return {count}
 def is_available(): return {available}
@@ -148,8 +152,13 @@ def get_device_name(device_name=None):
     if not 0 <= (device_name or 0) < device_count():
         raise AssertionError("Invalid device id")
     return {soc!r}
+utils = types.SimpleNamespace(get_cann_version=lambda module="CANN": {cann!r})
+def init(): pass
+_C = types.SimpleNamespace(_npu_getOption={options!r}.get)
 torch.npu = sys.modules[__name__]
 """
+CANN = "9.1.0"
+"""The CANN release the stand-in torch_npu reports unless a test says otherwise."""
 
 
 @pytest.fixture
@@ -159,11 +168,16 @@ def install_torch_npu(
     forget_torch_npu: None,
     installed: Callable[..., None],
 ) -> Callable[..., None]:
-    """install(soc, count, available=..., init=..., version=..., requires=...): a stand-in
-    torch_npu on the path with its metadata, probed afresh by every project's npu_status();
-    monkeypatch takes it and torch.npu away afterwards. `available` defaults to count > 0; `init`
-    replaces the stand-in's __init__.py (to fail the import, say); the default metadata is the
-    projects' pin, requiring the torch installed here."""
+    """install(soc, count, available=..., init=..., version=..., cann=..., jit_compile=...,
+    internal_format=..., requires=...): a stand-in torch_npu on the path with its metadata, probed
+    afresh by every project's npu_status(); monkeypatch takes it and torch.npu away afterwards.
+    `available` defaults to count > 0; `init` replaces the stand-in's __init__.py (to fail the
+    import, say); its options are an Atlas A2's once its device initialises, jitCompileInit
+    (CANN's default) and ALLOW_INTERNAL_FORMAT b"disable", with jitCompile b"enable" where
+    jit_compile (set_compile_mode(jit_compile=True)) and ALLOW_INTERNAL_FORMAT `internal_format`;
+    the default metadata is the projects' pin, requiring the torch installed here. Installing
+    again replaces the one installed before."""
+    installs = []
 
     def install(
         soc: str = "Ascend910B2",
@@ -172,12 +186,24 @@ def install_torch_npu(
         available: bool | None = None,
         init: str | None = None,
         version: str = PINNED_TORCH_NPU,
+        cann: str = CANN,
+        jit_compile: bool = False,
+        internal_format: bytes | None = b"disable",
         requires: tuple[str, ...] | None = None,
     ) -> None:
-        package = tmp_path / "packages" / "torch_npu"
+        # A folder of its own each time: a rewritten __init__.py of the same size, written in the
+        # same second, could be read from the first one's bytecode.
+        installs.append(soc)
+        package = tmp_path / f"packages{len(installs)}" / "torch_npu"
         package.mkdir(parents=True)
+        sys.modules.pop("torch_npu", None)  # forget_torch_npu removes whatever is left at the end
         available = count > 0 if available is None else available
-        init = init or TORCH_NPU_STAND_IN.format(version=version, count=count, available=available, soc=soc)
+        options = {"jitCompileInit": b"disable", "ALLOW_INTERNAL_FORMAT": internal_format}
+        if jit_compile:
+            options["jitCompile"] = b"enable"
+        init = init or TORCH_NPU_STAND_IN.format(
+            version=version, count=count, available=available, soc=soc, cann=cann, options=options
+        )
         (package / "__init__.py").write_text(init)
         torch_version = importlib.metadata.version("torch").split("+")[0]
         installed("torch_npu", version, *(requires or (f"torch=={torch_version}.*",)))

@@ -150,21 +150,40 @@ def test_every_other_soc_is_refused(soc):
     assert not backend.can_capture(soc)
 
 
+CAPTURE_SOCS = "Atlas A2 (Ascend910B1-B4), Atlas A3 (Ascend910_93xx) or Ascend 950"
+
+
 @pytest.mark.parametrize(
     ("soc", "verdict"),
     [
-        ("Ascend910B", "cannot capture aclgraphs"),
-        ("Ascend310P3", "cannot capture aclgraphs"),
-        ("SomeFutureSoC", "is not a SoC known to capture aclgraphs"),
+        ("Ascend910B", "Ascend910B cannot capture aclgraphs"),
+        ("Ascend310P3", "Ascend310P3: npugraph_ex is not supported on 310P"),
+        ("SomeFutureSoC", "SomeFutureSoC is not a SoC known to capture aclgraphs"),
     ],
 )
 def test_refused_soc_falls_back_naming_it(soc, verdict, install_torch_npu):
-    """On a refused SoC the probe falls back, and its reason names the SoC, says whether it is
-    known not to capture or not known at all, and names what captures."""
+    """On a refused SoC the probe falls back, and its reason names the SoC, says whether it cannot
+    capture, is a 310P (where npugraph_ex is not supported) or is not known at all, and names
+    what captures."""
     install_torch_npu(soc)
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
-    assert why.startswith(f"{soc} {verdict} (npugraph_ex needs Atlas A2")
+    assert why.startswith(verdict)
+    assert why.endswith(f"npugraph_ex needs {CAPTURE_SOCS})")
+
+
+def test_310p_is_refused_for_npugraph_ex_not_for_capture():
+    """aclgraph captures on 310P from torch_npu 26.1.0 (IsCaptureSupported()): the reason never
+    says a 310P cannot capture."""
+    for soc in ("Ascend310P1", "Ascend310P3", "Ascend310P7"):
+        assert "cannot capture" not in backend.capture_refusal(soc)
+
+
+@pytest.mark.parametrize("soc", ["Ascend910A", "Ascend910B", "Ascend310B1", "Ascend310P3", "SomeFutureSoC"])
+def test_each_kind_of_refused_soc_reads_as_its_snapshot(soc, snapshot):
+    """The fallback reason of each kind of refused SoC: first-generation 910 and 310B (no aclgraph
+    capture), 310P (capture, but no npugraph_ex), and a name not known."""
+    assert backend.capture_refusal(soc) == snapshot
 
 
 # The first lines of the bare Exceptions torch_npu's import raises on a half-sourced CANN
@@ -250,3 +269,49 @@ def test_probe_falls_back_on_a_bare_exception(install_torch_npu):
     npu_ok, why = backend.probe_npu()
     assert not npu_ok
     assert why.startswith("CANN is half-sourced: ASCEND_HOME_PATH=/opt/gone does not exist")
+
+
+def test_the_deterministic_recompile_hint_names_what_changes_the_level():
+    """DETERMINISTIC_RECOMPILE, for a recompile's hint, names both calls that change the NPU
+    deterministic level torch_npu guards graphs on, and what a recompile costs cache_compile."""
+    for name in ("torch_npu.npu.set_deterministic_level", "torch.use_deterministic_algorithms"):
+        assert name in backend.DETERMINISTIC_RECOMPILE
+    assert "cache_compile" in backend.DETERMINISTIC_RECOMPILE
+
+
+# --- the switches that send operators to aclop, read before npugraph_ex compiles
+
+
+def test_off_the_npu_no_aclop_switch_is_reported(no_npu):
+    """Where npugraph_ex does not run, the preflight has no switch to report."""
+    assert backend.aclop_switches() == []
+
+
+def test_on_an_atlas_a2_s_defaults_no_aclop_switch_is_on(install_torch_npu):
+    """JIT compile off and internal formats off, as an Atlas A2 starts: nothing to report."""
+    install_torch_npu("Ascend910B2")
+    assert backend.aclop_switches() == []
+
+
+def test_each_aclop_switch_on_is_reported_with_its_fix(install_torch_npu):
+    """JIT compile on and allow_internal_format on: each is reported, in order, with its fix."""
+    install_torch_npu("Ascend910B2", jit_compile=True, internal_format=b"enable")
+    assert backend.aclop_switches() == [(s.on, s.fix) for s in backend.ACLOP_SWITCHES]
+    assert [switch.code for switch in backend.ACLOP_SWITCHES] == ["jit-compile", "internal-format"]
+
+
+def test_jit_compile_set_on_is_read_though_cann_s_default_is_off(install_torch_npu):
+    """set_compile_mode(jit_compile=True) after CANN's default "disable": JIT compile is on, as
+    torch_npu's dispatch takes it (is_jit_compile_false() would still answer True)."""
+    install_torch_npu("Ascend910B2", jit_compile=True)
+    assert backend.jit_compile_on()
+
+
+@pytest.mark.parametrize(
+    ("option", "on"), [(b"disable", False), (b"enable", True), (None, True), (b"", True)]
+)
+def test_internal_format_is_read_as_torch_npu_reads_it(install_torch_npu, option, on):
+    """The ALLOW_INTERNAL_FORMAT option is off only when it says "disable": unset or empty means
+    on, as torch_npu's CheckForbidInternalFormat() reads it (its default is "enable")."""
+    install_torch_npu("Ascend910B2", internal_format=option)
+    assert backend.internal_format_on() is on

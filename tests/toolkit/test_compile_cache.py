@@ -15,7 +15,7 @@ from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._dynamo.utils import counters
 
 from cache_project.model import build_model, example_inputs
-from cache_project.toolkit import compile_cache
+from cache_project.toolkit import backend, compile_cache
 from cache_project.toolkit.backend import (
     BACKEND_ENV,
     Backend,
@@ -127,7 +127,7 @@ def test_on_an_npu_cache_compile_gets_the_method_shapes_folder_and_options(monke
     model = CachedModel(Plain(), cache_dir="npu_cache")
     ((method, keywords),) = asked
     assert method == model._forward
-    folder = f"npu_cache/code_{compile_cache.code_fingerprint(Plain())}"
+    folder = f"npu_cache/code_{compile_cache.folder_key(Plain())}"
     assert keywords == {"dynamic": False, "cache_dir": folder, "options": NPU.options}
     assert model(1, 2) == ("cached graph", (1, 2))
 
@@ -169,11 +169,39 @@ def test_the_cache_folder_follows_the_models_code_and_state_shapes(monkeypatch, 
     assert fingerprint(model_from(monkeypatch, tmp_path / "b", MODEL_FILE)) == same
     assert fingerprint(model_from(monkeypatch, tmp_path / "c", MODEL_FILE.replace("x * 2", "x * 3"))) != same
     assert fingerprint(model_from(monkeypatch, tmp_path / "d", MODEL_FILE, slots=8)) != same
-    assert (
-        compile_cache.keyed("npu_cache", model_from(monkeypatch, tmp_path / "e", MODEL_FILE))
-        == f"npu_cache/code_{same}"
-    )
+    model = model_from(monkeypatch, tmp_path / "e", MODEL_FILE)
+    assert compile_cache.keyed("npu_cache", model) == f"npu_cache/code_{compile_cache.folder_key(model)}"
     assert compile_cache.keyed(None, Plain()) is None
+
+
+def test_the_cache_folder_follows_torch_npu_and_cann(install_torch_npu):
+    """The cache's folder is keyed on the torch_npu and CANN releases too, which npugraph_ex's own
+    key leaves out: the same releases give the same folder; another torch_npu or another CANN,
+    another one, so that an upgrade compiles anew instead of loading the old release's graph."""
+
+    def folder(version: str, cann: str) -> str:
+        install_torch_npu(version=version, cann=cann)
+        return compile_cache.keyed("npu_cache", Plain())
+
+    same = folder("2.14.0", "9.1.0")
+    assert folder("2.14.0", "9.1.0") == same
+    assert folder("2.13.0", "9.1.0") != same
+    assert folder("2.14.0", "9.0.0") != same
+
+
+def test_off_an_npu_the_cache_folder_is_the_same_on_every_run(monkeypatch):
+    """Where torch_npu does not load, the key says so, and the folder is the same each time."""
+    monkeypatch.setitem(sys.modules, "torch_npu", None)
+    monkeypatch.setattr(backend, "npu_status", backend.probe_npu)
+    assert backend.npu_versions() == "torch_npu not loaded"
+    assert compile_cache.keyed("npu_cache", Plain()) == compile_cache.keyed("npu_cache", Plain())
+
+
+def test_a_cann_that_cannot_say_its_release_is_unknown(install_torch_npu):
+    """CANN before 8.1.RC1 reports no release (torch_npu's get_cann_version() answers ""): the key
+    says unknown, and still names torch_npu's release."""
+    install_torch_npu(version="2.14.0", cann="")
+    assert backend.npu_versions() == "torch_npu 2.14.0, CANN unknown"
 
 
 def test_a_class_with_no_source_file_leaves_the_rest_of_the_fingerprint(monkeypatch, tmp_path):
@@ -248,7 +276,7 @@ def test_on_an_npu_each_capture_size_is_a_cached_method_of_its_own(monkeypatch):
         name = f"decode_batch{size}"
         assert (method.__name__, method.__qualname__) == (name, f"DecodeSteps.{name}")
         assert method.__code__.co_name == name
-        folder = f"npu_cache/code_{compile_cache.code_fingerprint(Plain())}"
+        folder = f"npu_cache/code_{compile_cache.folder_key(Plain())}"
         assert keywords == {"dynamic": False, "cache_dir": folder, "options": NPU.options, **ranks}
         assert torch.equal(method(torch.ones(2)), torch.full((2,), 2.0))
     assert steps[1].__code__ is not steps[4].__code__

@@ -401,7 +401,14 @@ def test_the_plan_is_rehearsed_from_the_mre_s_seed(monkeypatch):
     assert seeds == [0]
 
 
-HCCL_CASES = [(True, 2, None), (True, 2, "AIV"), (False, 2, None), (True, 1, None), (False, 1, "AIV")]
+HCCL_CASES = [
+    (True, 2, None),
+    (True, 2, "AIV"),
+    (True, 2, "HOST"),
+    (False, 2, None),
+    (True, 1, None),
+    (False, 1, "AIV"),
+]
 
 
 @pytest.mark.parametrize(("graph_mode", "wanted", "value"), HCCL_CASES)
@@ -410,13 +417,24 @@ def test_the_hccl_line_reads_as_its_snapshot(graph_mode, wanted, value, snapshot
     assert asdict(parallel_doctor.hccl_mode(graph_mode, wanted, value)) == snapshot
 
 
+def test_aiv_advised_or_set_in_graph_mode_carries_its_caveat():
+    """Where the doctor advises HCCL's AIV mode, and where it finds it set in graph mode, the line
+    carries the caveat of vllm-ascend issue 13688: AIV fails with collectives in npugraph_ex's
+    task groups."""
+    advised = parallel_doctor.hccl_mode(True, 2, None)
+    found = parallel_doctor.hccl_mode(True, 2, "AIV")
+    assert parallel_doctor.AIV_CAVEAT in advised.fix
+    assert parallel_doctor.AIV_CAVEAT in found.detail
+    assert "13688" in parallel_doctor.AIV_CAVEAT
+
+
 def test_the_hccl_check_reads_the_backend_and_the_variable(monkeypatch):
     """The check asks select_backend() whether graph mode runs, and reads HCCL_OP_EXPANSION_MODE."""
     monkeypatch.setattr(parallel_backend, "select_backend", lambda: SimpleNamespace(is_npugraph_ex=True))
     monkeypatch.delenv(parallel_doctor.HCCL_MODE, raising=False)
     assert parallel_doctor.check_hccl_mode(2).status == "WARN"
     monkeypatch.setenv(parallel_doctor.HCCL_MODE, "AIV")
-    assert parallel_doctor.check_hccl_mode(2).detail == f"{parallel_doctor.HCCL_MODE}=AIV"
+    assert parallel_doctor.check_hccl_mode(2).detail.startswith(f"{parallel_doctor.HCCL_MODE}=AIV;")
 
 
 def test_a_backend_that_cannot_be_chosen_captures_no_collective(monkeypatch):

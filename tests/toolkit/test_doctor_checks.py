@@ -5,6 +5,7 @@ import importlib
 import json
 import platform
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -195,14 +196,14 @@ def test_an_npu_the_runtime_cannot_open_is_not_visible(install_torch_npu):
     assert doctor.check_torch_npu()[1].detail == "no NPU visible"
 
 
-def test_npus_that_cannot_capture_warn_naming_those_that_can(install_torch_npu):
-    """Eight Ascend 310P NPUs: a WARN naming the count and the SoC, whose fix names the SoCs
-    that capture."""
+def test_npus_npugraph_ex_does_not_run_on_warn_naming_those_it_runs_on(install_torch_npu):
+    """Eight Ascend 310P NPUs: a WARN naming the count and why the SoC is refused, whose fix
+    names the SoCs that capture."""
     install_torch_npu("Ascend310P3", count=8)
     assert doctor.check_torch_npu()[1] == Check(
         "npu",
         "WARN",
-        f"8 x Ascend310P3 cannot capture aclgraphs (npugraph_ex needs {CAPTURE_SOCS})",
+        f"8 x {backend.capture_refusal('Ascend310P3')}",
         f"run graph mode on {CAPTURE_SOCS}",
     )
 
@@ -220,6 +221,61 @@ def test_an_npu_that_captures_passes_with_the_aclop_advice(install_torch_npu):
         Check("torch_npu", "OK", f"torch_npu {PINNED} imports"),
         Check("npu", "OK", detail),
     ]
+
+
+# --- the switches that send operators to aclop, which capture refuses
+
+SWITCHES = ["jit-compile", "internal-format"]
+
+
+def test_the_aclop_switches_off_on_a_capturing_npu_pass(install_torch_npu):
+    """An Atlas A2 as it starts (JIT compile off, internal formats off): an OK line each."""
+    install_torch_npu("Ascend910B3")
+    checks = doctor.check_aclop_switches()
+    assert [(check.name, check.status) for check in checks] == [(name, "OK") for name in SWITCHES]
+
+
+@pytest.mark.parametrize(
+    ("settings", "on"),
+    [({"jit_compile": True}, "jit-compile"), ({"internal_format": b"enable"}, "internal-format")],
+)
+def test_an_aclop_switch_on_fails_with_its_fix(install_torch_npu, settings, on):
+    """One switch on: its line FAILs with the fix, not blocking (graph mode fails, not the MRE
+    whatever the backend); the other stays OK."""
+    install_torch_npu("Ascend910B3", **settings)
+    checks = {check.name: check for check in doctor.check_aclop_switches()}
+    (switch,) = (switch for switch in backend.ACLOP_SWITCHES if switch.code == on)
+    assert checks[on] == Check(on, "FAIL", switch.on, switch.fix)
+    assert [check.status for name, check in checks.items() if name != on] == ["OK"]
+
+
+def test_without_torch_npu_the_aclop_switches_could_not_run(no_torch_npu):
+    """No torch_npu: each switch's line is OK and says it could not run, with no fix."""
+    checks = doctor.check_aclop_switches()
+    assert [check.name for check in checks] == SWITCHES
+    for check in checks:
+        assert (check.status, check.fix) == ("OK", "")
+        assert check.detail.startswith("could not run: ")
+
+
+SWITCH_CASES = {
+    "both off": {},
+    "JIT compile on": {"jit_compile": True},
+    "internal formats never set": {"internal_format": None},
+}
+
+
+@pytest.mark.parametrize("settings", SWITCH_CASES.values(), ids=SWITCH_CASES)
+def test_the_aclop_switch_lines_read_as_their_snapshot(install_torch_npu, settings, snapshot):
+    """The jit-compile and internal-format lines on an Atlas A2: both off, JIT compile on, and the
+    internal-format option never set, which torch_npu reads as on (as before Ascend910B1)."""
+    install_torch_npu("Ascend910B3", **settings)
+    assert [asdict(check) for check in doctor.check_aclop_switches()] == snapshot
+
+
+def test_the_aclop_switch_lines_that_could_not_run_read_as_their_snapshot(no_torch_npu, snapshot):
+    """Where npugraph_ex does not run, the lines that say they could not run."""
+    assert [asdict(check) for check in doctor.check_aclop_switches()] == snapshot
 
 
 # --- CANN: its variables, its packages, and set_env.sh
@@ -861,6 +917,8 @@ def test_the_report_has_every_check_s_line_and_its_verdict(capsys):
         "backends",
         "mre-backend",
         "model",
+        "jit-compile",
+        "internal-format",
         "mre-import",
     }
     assert {check["status"] for check in report["checks"]} <= {"OK", "WARN", "FAIL"}

@@ -2,14 +2,15 @@
 
 Like torch-npu 2.13.0's torch_npu/_init/registry/backend.py register_privateuse1_backend(), it
 makes its own `npu` module torch.npu. No compile can run: npugraph_ex itself is not here. Its profiler
-(torch_npu.profiler) records how it is called and writes stand-in profiles.
+(torch_npu.profiler) records how it is called and writes stand-in profiles; _C holds the options
+torch.npu's switches set, and utils reports a CANN release.
 """
 
 import sys
 
 import torch
 
-from . import npu, profiler  # noqa: F401  (torch_npu imports its profiler too)
+from . import _C, npu, profiler, utils  # noqa: F401  (torch_npu imports its profiler and utils too)
 
 __version__ = "2.13.0"
 

@@ -12,6 +12,8 @@ import importlib
 import importlib.util
 import os
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -21,10 +23,10 @@ BACKEND_ENV = "NPUGRAPH_BACKEND"
 """Set to a torch.compile backend name (npugraph_ex, aot_eager, eager, inductor, ...) to force it."""
 
 STAND_IN = "aot_eager"
-# SoCs known not to capture aclgraphs, named in the fallback reason (can_capture() is an allowlist:
-# a name in neither list is refused too). First-generation Ascend 910, including the exact name
-# "Ascend910B" (not an Atlas A2 part), and every 310P (vllm-ascend turns npugraph_ex off there)
-# and 310B (not in TorchAir's product list).
+# SoCs known not to run npugraph_ex, named in the fallback reason (can_capture() is an allowlist:
+# a name in none of these is refused too). torch_npu's aclgraph captures on none of the first
+# generation of Ascend 910, including the exact name "Ascend910B" (not an Atlas A2 part), nor on
+# 310B: IsCaptureSupported() (torch_npu csrc/core/npu/interface/AclInterface.cpp) leaves them out.
 NO_CAPTURE_SOCS = (
     "Ascend910A",
     "Ascend910ProA",
@@ -32,7 +34,16 @@ NO_CAPTURE_SOCS = (
     "Ascend910ProB",
     "Ascend910B",
 )
-NO_CAPTURE_PREFIXES = ("Ascend310P", "Ascend310B")
+NO_CAPTURE_PREFIXES = ("Ascend310B",)
+# 310P is another case: from torch_npu 26.1.0 (all the releases this template pins) aclgraph
+# captures there (Ascend/pytorch 1dde879bd adds Ascend310P1..P7 to IsCaptureSupported()), but
+# npugraph_ex is not supported there: TorchAir's product list has no 310P, and vllm-ascend turns
+# npugraph_ex off on it ("npugraph_ex is not supported on Ascend 310P", ascend_config.py).
+NO_NPUGRAPH_EX_PREFIX = "Ascend310P"
+WHY_NOT_ON_310P = (
+    "aclgraph captures there from torch_npu 26.1.0, but TorchAir's product list has no 310P and "
+    "vllm-ascend turns npugraph_ex off on it"
+)
 CAPTURE_SOCS = "Atlas A2 (Ascend910B1-B4), Atlas A3 (Ascend910_93xx) or Ascend 950"
 CANN_HINT = "source the CANN set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh)"
 ACLOP_CAPTURE_ERROR = "Cannot run aclop operators during NPU graph capture"
@@ -42,6 +53,16 @@ ACLOP_CAPTURE_HINT = (
     "operator has no aclnn implementation and cannot be captured"
 )
 """torch_npu's own advice for its aclop capture error (NPUGraphsUtils.h), for tools that see it."""
+DETERMINISTIC_RECOMPILE = (
+    "keep the NPU deterministic level fixed between calls: torch_npu recompiles on a change "
+    "(torch_npu.npu.set_deterministic_level, torch.use_deterministic_algorithms), and under "
+    "cache_compile that recompile deletes the cache"
+)
+"""For tools that explain a recompile. From the 26.2 releases (torch_npu 2.12.0.post3, 2.13.0 and
+2.14.0, the ones this template pins) npugraph_ex and cache_compile guard every graph on the NPU
+deterministic level (torch_npu/dynamo/_deterministic_guard.py, a guard that reads
+`torch_npu.npu._get_deterministic_level() == <level>`): a change recompiles, and cache_compile
+takes any recompile for a reason to delete its cache ("Skip cache as ... recompiled")."""
 
 
 def can_capture(soc: str) -> bool:
@@ -58,9 +79,12 @@ def can_capture(soc: str) -> bool:
 
 def capture_refusal(soc: str) -> str:
     """Why a SoC that can_capture() refuses falls back, naming it and what npugraph_ex needs."""
+    needs = f"npugraph_ex needs {CAPTURE_SOCS}"
+    if soc.startswith(NO_NPUGRAPH_EX_PREFIX):
+        return f"{soc}: npugraph_ex is not supported on 310P ({WHY_NOT_ON_310P}; {needs})"
     if soc in NO_CAPTURE_SOCS or soc.startswith(NO_CAPTURE_PREFIXES):
-        return f"{soc} cannot capture aclgraphs (npugraph_ex needs {CAPTURE_SOCS})"
-    return f"{soc} is not a SoC known to capture aclgraphs (npugraph_ex needs {CAPTURE_SOCS})"
+        return f"{soc} cannot capture aclgraphs ({needs})"
+    return f"{soc} is not a SoC known to capture aclgraphs ({needs})"
 
 
 # torch_npu's import checks a half-sourced CANN itself and raises a bare Exception (torch_npu
@@ -181,6 +205,109 @@ def probe_npu() -> tuple[bool, str]:
 def npu_status() -> tuple[bool, str]:
     """probe_npu(), once per process: the hardware does not change while we run."""
     return probe_npu()
+
+
+def npu_versions() -> str:
+    """The torch_npu and CANN releases npugraph_ex compiles with in this process, in one line:
+    "torch_npu 2.14.0, CANN 9.1.0"; "torch_npu not loaded" where torch_npu did not load (off an
+    NPU), the same on every run."""
+    npu_status()  # the probe imports torch_npu wherever it loads
+    torch_npu = sys.modules.get("torch_npu")
+    if torch_npu is None:
+        return "torch_npu not loaded"
+    return f"torch_npu {torch_npu.__version__}, CANN {cann_version(torch_npu)}"
+
+
+def cann_version(torch_npu: object) -> str:
+    """CANN's release as the loaded torch_npu reads it, or "unknown".
+
+    torch_npu.utils.get_cann_version() (in every torch_npu this template pins) asks CANN's runtime
+    (aclsysGetCANNVersion, no device needed) and answers "" before CANN 8.1.RC1.
+    """
+    try:
+        return torch_npu.utils.get_cann_version() or "unknown"
+    except (AttributeError, RuntimeError):  # a torch_npu without it, or a CANN that cannot say
+        return "unknown"
+
+
+# The run-time switches that send an operator with both an aclnn and an aclop kernel (777 of
+# op-plugin's official operators for torch 2.13 and 2.14) to aclop, which capture refuses: its
+# generated kernels take aclnn only when JIT compile is off and every tensor input is in a base
+# format (op-plugin torchnpugen/gen.py).
+
+
+def jit_compile_on() -> bool:
+    """Whether torch_npu JIT-compiles operators, read as its dispatch reads it (torch_npu
+    EnvVariables.cpp): the "jitCompile" option where set (torch.npu.set_compile_mode), else
+    "jitCompileInit", CANN's default that initialising the device records, else the SoC's default,
+    off from Ascend910B1, the only SoCs this is read on. torch.npu.is_jit_compile_false() would
+    not do: it answers True when jitCompileInit is "disable" though jitCompile was set to "enable"
+    (torch_npu Module.cpp, THNPModule_is_jit_compile_false_wrap)."""
+    torch_npu = importlib.import_module("torch_npu")
+    torch.npu.init()
+    for option in ("jitCompile", "jitCompileInit"):
+        if value := torch_npu._C._npu_getOption(option):
+            return value.decode() != "disable"
+    return False
+
+
+def internal_format_on() -> bool:
+    """Whether torch.npu.config.allow_internal_format is on. That attribute can be set but not
+    read (torch_npu's npu_config._npuConfig has no getter): read the option it sets as torch_npu's
+    CheckForbidInternalFormat() does, unset meaning on. Initialising the device sets it off on
+    Ascend910B1 and later unless set (torch_npu npu_sys_ctrl.cpp), so initialise it first."""
+    torch_npu = importlib.import_module("torch_npu")
+    torch.npu.init()
+    value = torch_npu._C._npu_getOption("ALLOW_INTERNAL_FORMAT")
+    return (value.decode() if value is not None else "enable") != "disable"
+
+
+@dataclass(frozen=True)
+class AclopSwitch:
+    """A torch_npu setting that, when on, sends operators to aclop."""
+
+    code: str
+    """The doctor's name for its line."""
+    name: str
+    effect: str
+    """What it does when on."""
+    fix: str
+    is_on: Callable[[], bool]
+    """Reads it from torch_npu, on an NPU."""
+
+    @property
+    def on(self) -> str:
+        return f"{self.name} is on: {self.effect}"
+
+
+ACLOP_SWITCHES = (
+    AclopSwitch(
+        "jit-compile",
+        "JIT compile",
+        "every operator with both an aclnn and an aclop kernel runs on aclop, which capture "
+        "refuses",
+        "torch.npu.set_compile_mode(jit_compile=False) before compiling, as vllm-ascend does",
+        jit_compile_on,
+    ),
+    AclopSwitch(
+        "internal-format",
+        "torch.npu.config.allow_internal_format",
+        "an operator given an NZ or 5HD tensor (after a conv or a matmul) runs on aclop unless it "
+        "has an internal-format aclnn kernel, and capture refuses aclop",
+        "torch.npu.config.allow_internal_format = False before compiling, as torch_npu's capture "
+        "error advises",
+        internal_format_on,
+    ),
+)
+
+
+def aclop_switches() -> list[tuple[str, str]]:
+    """(what is on, the fix) for each switch in ACLOP_SWITCHES that is on; empty where npugraph_ex
+    does not run. For the NPU preflight, just before npugraph_ex compiles: it reads what this
+    process has set, where the doctor, in a process of its own, reads the defaults."""
+    if not npu_status()[0]:
+        return []
+    return [(switch.on, switch.fix) for switch in ACLOP_SWITCHES if switch.is_on()]
 
 
 def select_backend() -> Backend:

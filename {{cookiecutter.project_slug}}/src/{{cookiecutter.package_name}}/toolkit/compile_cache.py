@@ -22,7 +22,7 @@ import torch
 import torch._dynamo
 
 from . import project
-from .backend import select_backend
+from .backend import npu_versions, select_backend
 from .state import model_classes, state_tensors
 
 # Read once, at import: a default of the signatures below, and the name mre.py and generate.py
@@ -55,11 +55,20 @@ def source_file(cls: type) -> str | None:
         return None
 
 
+def folder_key(model: torch.nn.Module) -> str:
+    """A short hash of the model's code and state (code_fingerprint()) and of the torch_npu and
+    CANN releases that compile it (npu_versions()). npugraph_ex's own key has neither release, and
+    a graph compiled by one is no graph for another (vllm-ascend's npugraph_ex cache hashes
+    torch_npu's version too)."""
+    key = f"{code_fingerprint(model)}\n{npu_versions()}"
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
 def keyed(cache_dir: str | None, model: torch.nn.Module) -> str | None:
-    """The folder for `model`'s cache under `cache_dir`: code_<fingerprint>, so that a start after
-    an edit of your code compiles a cache of its own instead of loading the old code's. None (the
-    cache_compile default, $TORCHAIR_CACHE_HOME) stays None."""
-    return None if cache_dir is None else os.path.join(cache_dir, f"code_{code_fingerprint(model)}")
+    """The folder for `model`'s cache under `cache_dir`: code_<folder_key>, so that a start after
+    an edit of your code, or an upgrade of torch_npu or CANN, compiles a cache of its own instead
+    of loading the old one. None (the cache_compile default, $TORCHAIR_CACHE_HOME) stays None."""
+    return None if cache_dir is None else os.path.join(cache_dir, f"code_{folder_key(model)}")
 
 
 def cache_compile(
@@ -116,10 +125,11 @@ class CachedModel(torch.nn.Module):
         - dynamic=False: fixed shapes; aclgraph has no dynamic shapes, and dynamic=True may still
           capture one aclgraph per shape
         - cache_dir: where the cache goes (npugraph_ex's default: .torchair_cache), in a folder
-          keyed on your model's code and state shapes (keyed()); clear it after new input
-          shapes or upgrading CANN
+          keyed on your model's code and state shapes and on the torch_npu and CANN releases
+          (keyed()); clear it after new input shapes
         - options: the npugraph_ex options (NPUGRAPH_EX_OPTIONS) on an NPU, none off NPU
         - _forward() must compile as one graph, once: no RNG ops, no backward, no recompiles
+          (a change of the NPU deterministic level recompiles too)
         """
         return self.cached_forward(*dummy_input)
 

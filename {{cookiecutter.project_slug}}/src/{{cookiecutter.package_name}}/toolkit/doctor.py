@@ -309,6 +309,27 @@ def check_model() -> Check:
     return Check("model", "OK", detail)
 
 
+def check_aclop_switches() -> list[Check]:
+    """A line for each run-time switch that sends operators to aclop, which capture refuses
+    (backend.ACLOP_SWITCHES): JIT compile and internal formats. Read where npugraph_ex runs, after
+    the model line has built your model (model.py may set them); elsewhere each line says it could
+    not run. What the MRE's own process sets later is for backend.aclop_switches() to read."""
+    from .backend import ACLOP_SWITCHES, npu_status
+
+    if not npu_status()[0]:
+        detail = "could not run: npugraph_ex does not run here (the mre-backend line says why)"
+        return [Check(switch.code, "OK", detail) for switch in ACLOP_SWITCHES]
+    lines = []
+    for switch in ACLOP_SWITCHES:
+        if switch.is_on():
+            # Graph mode's capture fails on the first aclop operator; blocking is kept for what
+            # stops the MRE whatever the backend.
+            lines.append(Check(switch.code, "FAIL", switch.on, switch.fix))
+        else:
+            lines.append(Check(switch.code, "OK", f"{switch.name} is off, as capture needs"))
+    return lines
+
+
 def check_decode() -> list[Check]:
     """The decode line, in a decode project only: see decode_contract()."""
     return [decode_contract()] if project.DECODE else []
@@ -476,12 +497,18 @@ CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
     check_backends,
     check_choice,
     check_model,
+    check_aclop_switches,
     check_decode,
     check_mre_imports,
     check_cache_dir,
 )
 """Every project's checks; one that does not concern this project returns no line."""
 HCCL_MODE = "HCCL_OP_EXPANSION_MODE"
+AIV_CAVEAT = (
+    "if a capture fails with rtEventRecord error 507009, or a replay hangs, unset it: AIV fails "
+    "with collectives inside the task groups npugraph_ex captures (vllm-ascend issue 13688)"
+)
+"""The caveat that goes with HCCL's AIV mode wherever the doctor advises it or sees it set."""
 
 
 def hccl_mode(graph_mode: bool, wanted: int, value: str | None) -> Check:
@@ -489,6 +516,8 @@ def hccl_mode(graph_mode: bool, wanted: int, value: str | None) -> Check:
     if not graph_mode or wanted < 2:
         why = "one rank has no collective" if graph_mode else "no aclgraph is captured here"
         return Check("hccl-mode", "OK", f"{HCCL_MODE} {value or 'unset'}: {why}")
+    if value == "AIV":
+        return Check("hccl-mode", "OK", f"{HCCL_MODE}=AIV; {AIV_CAVEAT}")
     if value:
         return Check("hccl-mode", "OK", f"{HCCL_MODE}={value}")
     # vllm-ascend's fix for capture failures with HCCL (error 507903, streams exhausted).
@@ -498,7 +527,7 @@ def hccl_mode(graph_mode: bool, wanted: int, value: str | None) -> Check:
         f"{HCCL_MODE} is unset: HCCL's default expansion may exhaust the streams aclgraph "
         "capture needs (capture error 507903)",
         f"export {HCCL_MODE}=AIV, as vllm-ascend does for graph capture (README: Tensor "
-        "parallelism, On an NPU)",
+        f"parallelism, On an NPU); {AIV_CAVEAT}",
     )
 
 
