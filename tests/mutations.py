@@ -1255,8 +1255,8 @@ MUTATIONS = (
     Mutation(
         "generate compares what the user's sampler draws on each side",
         f"{TOOLKIT}/generation.py",
-        "lambda: loop(eager_step(model), model, prompt, new_tokens, sample=greedy),",
-        "lambda: loop(eager_step(model), model, prompt, new_tokens, sample=sample),",
+        "lambda: loop(clocked_eager, model, prompt, new_tokens, sample=greedy),",
+        "lambda: loop(clocked_eager, model, prompt, new_tokens, sample=sample),",
         "tests/toolkit/test_generation.py -k random_sampler",
         None,
     ),

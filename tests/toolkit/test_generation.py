@@ -9,7 +9,7 @@ import io
 import json
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import pytest
@@ -81,8 +81,9 @@ class JsonRun(NamedTuple):
     """The device each timing waited for."""
 
 
-CLOCK = [1.0, 3.0, 10.0, 14.0]
-"""generate's clock in the first run: eager generation takes 2 s, graph mode 4 s."""
+CLOCK = [1.0, 1.0, 1.5, 1.5, 2.0, 2.0, 2.5, 3.0, 10.0, 10.0, 11.0, 11.0, 12.0, 12.0, 13.0, 14.0]
+"""generate's clock in the first run, read before and after each greedy run and each of its 3
+decode steps: eager generation takes 2 s, each step 0.5 s; graph mode 4 s, each step 1 s."""
 
 
 @pytest.fixture(scope="module")
@@ -364,6 +365,17 @@ RESULT = {
     "warmup": "captured 1 graph (batch 1) in 0.5 s",
     "recompiles": [],
     "tokens_per_s": {"eager": 12.34, "graph": 56.78},
+    "steps": {
+        mode: {
+            "count": 3,
+            "p50_ms": 2.0,
+            "p95_ms": 2.5,
+            "mean_ms": 2.1,
+            "spread": 1.25,
+            "too_noisy": False,
+        }
+        for mode in ("eager", "graph")
+    },
     "matches_eager": True,
     "first_difference": None,
     "note": None,
@@ -589,6 +601,24 @@ REPORTED = {
     "tokens": [[5, 6, 7, 8], [1, 2, 3, 4]],
     "prompt_length": 2,
     "tokens_per_s": {"eager": 12.34, "graph": 56.78},
+    "steps": {
+        "eager": {
+            "count": 3,
+            "p50_ms": 80.0,
+            "p95_ms": 90.0,
+            "mean_ms": 83.0,
+            "spread": 1.125,
+            "too_noisy": False,
+        },
+        "graph": {
+            "count": 3,
+            "p50_ms": 2.0,
+            "p95_ms": 50.5,
+            "mean_ms": 18.0,
+            "spread": 25.25,
+            "too_noisy": True,
+        },
+    },
     "batch": 2,
     "capture_size": 2,
     "recompiles": ["batch 1, position 3", "batch 1, position 4"],
@@ -597,19 +627,29 @@ REPORTED = {
 
 
 def test_the_report_lays_out_each_line_of_the_result():
-    """render(): backend, warm-up, each sequence (prompt | new tokens), speed, each recompile and
-    a note, one aligned line each."""
+    """render(): backend, warm-up, each sequence (prompt | new tokens), speed, the steps' spread
+    and whose tokens/s is too noisy to quote, each recompile and a note, one aligned line each."""
     assert generation.render(REPORTED).splitlines() == [
         "backend     aot_eager (no NPU)",
         "warm-up     captured 1 graph (batch 1) in 0.5 s",
         "sequence 0  5 6 | 7 8",
         "sequence 1  1 2 | 3 4",
         "tokens/s    eager 12.3, graph 56.8 (batch 2, capture size 2)",
+        (
+            "steps       eager p50 80.000 ms, p95 90.000 ms (1.12x), mean 83.000 ms; graph p50 2.000 ms, "
+            "p95 50.500 ms (25.25x), mean 18.000 ms: graph tokens/s too noisy to quote (mean over 1.1x p50)"
+        ),
         "recompiles  batch 1, position 3; batch 1, position 4",
         "note        a note",
     ]
-    quiet = {**REPORTED, "recompiles": [], "note": None}
-    assert generation.render(quiet).splitlines()[-1] == "recompiles  none"
+    quiet = {**REPORTED, "steps": RESULT["steps"], "recompiles": [], "note": None}
+    assert generation.render(quiet).splitlines()[-2:] == [
+        (
+            "steps       eager p50 2.000 ms, p95 2.500 ms (1.25x), mean 2.100 ms; graph p50 2.000 ms, "
+            "p95 2.500 ms (1.25x), mean 2.100 ms: steady enough to quote (mean within 1.1x p50)"
+        ),
+        "recompiles  none",
+    ]
 
 
 def test_with_tensor_parallelism_the_report_names_the_ranks_after_the_backend():
@@ -827,10 +867,22 @@ def test_generate_json_describes_the_batch_it_ran(json_result):
 
 def test_tokens_per_second_count_every_sequences_new_tokens_over_each_runs_seconds(json_run):
     """tokens/s: the new tokens of all sequences, divided by the seconds of each greedy run (2 s
-    eager, 4 s graph mode on CLOCK); each timing waits for the backend's device."""
+    eager, 4 s graph mode on CLOCK); each timing, of a run and of each of its 3 decode steps,
+    waits for the backend's device."""
     batch = model.PROMPT_SHAPE[0]
     assert json_run.result["tokens_per_s"] == {"eager": 4 * batch / 2, "graph": 4 * batch / 4}
-    assert json_run.synchronized == [select_backend().device] * 2
+    assert json_run.synchronized == [select_backend().device] * 2 * (1 + 3)
+
+
+def test_the_steps_figures_are_each_greedy_runs_decode_steps_as_clocked(json_result):
+    """--json's steps: for each greedy run, its 3 decode steps (prefill and the sampled run
+    apart), their p50, p95 and mean in ms as CLOCK reads them, p95 over p50, and whether too
+    noisy."""
+    steady = {"count": 3, "spread": 1.0, "too_noisy": False}
+    assert json_result["steps"] == {
+        "eager": {**steady, "p50_ms": 500.0, "p95_ms": 500.0, "mean_ms": 500.0},
+        "graph": {**steady, "p50_ms": 1000.0, "p95_ms": 1000.0, "mean_ms": 1000.0},
+    }
 
 
 def test_generate_json_notes_a_stand_in_backend(json_result):
@@ -852,6 +904,115 @@ def test_the_report_says_what_warm_up_captured(json_result):
     length = model.PROMPT_SHAPE[1]
     prompt, new = " ".join(map(str, first[:length])), " ".join(map(str, first[length:]))
     assert f"sequence 0  {prompt} | {new}" in report
+
+
+class StepClock:
+    """generate's clock, standing still but for the decode steps: each moves it on by its time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def clock_steps(
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    eager: Callable[[int], float],
+    graph: Callable[[int], float],
+) -> None:
+    """Project `name`'s generate reads a StepClock on which its n-th eager decode step takes
+    eager(n) seconds and its n-th graph-mode one graph(n) seconds, counting from 1 over every run."""
+    own, clock = tool(name, "toolkit.generation"), StepClock()
+    monkeypatch.setattr(own, "time", clock)
+    calls = {"eager": 0, "graph": 0}
+
+    def taking(mode: str, seconds: Callable[[int], float], step: Any) -> Any:
+        def step_taking(*inputs: Any) -> Any:
+            calls[mode] += 1
+            clock.now += seconds(calls[mode])
+            return step(*inputs)
+
+        return step_taking
+
+    eager_step = own.eager_step
+    monkeypatch.setattr(own, "eager_step", lambda model: taking("eager", eager, eager_step(model)))
+    graphs = tool(name, "toolkit.decode").DecodeGraphs
+    step = graphs.__call__
+    monkeypatch.setattr(graphs, "__call__", lambda self, *inputs: taking("graph", graph, step)(self, *inputs))
+
+
+def about_as_long(call: int) -> float:
+    """10 ms and 11 ms in turn: a machine's ordinary jitter."""
+    return 0.010 if call % 2 else 0.011
+
+
+def now_and_then_a_second(call: int) -> float:
+    """10 ms, but every fifth call 1 s: another process took the machine (3 of 15 steps)."""
+    return 1.0 if call % 5 == 0 else 0.010
+
+
+def steps_of(name: str) -> dict[str, dict[str, Any]]:
+    """--json's steps of `generate --json` on project `name`, 16 new tokens (15 decode steps)."""
+    code, printed, _ = generate_command(name, "--json", "--new-tokens", "16")
+    assert code == 0
+    return json.loads(printed)["steps"]
+
+
+@pytest.mark.parametrize("built", ["decode_project"], indirect=True)
+def test_a_run_whose_steps_take_about_as_long_each_is_quotable(built, monkeypatch):
+    """Decode steps of 10 and 11 ms in turn, in both greedy runs: neither run's tokens/s is too
+    noisy to quote."""
+    clock_steps(monkeypatch, built, eager=about_as_long, graph=about_as_long)
+    steps = steps_of(built)
+    assert {mode: step["too_noisy"] for mode, step in steps.items()} == {
+        "eager": False,
+        "graph": False,
+    }
+
+
+@pytest.mark.parametrize("built", ["decode_project"], indirect=True)
+def test_a_run_with_a_few_very_slow_steps_is_too_noisy_to_quote(built, monkeypatch):
+    """Graph-mode steps of 10 ms but every fifth of 1 s, eager's of 10 and 11 ms: graph mode's
+    tokens/s is too noisy to quote, eager's is not."""
+    clock_steps(monkeypatch, built, eager=about_as_long, graph=now_and_then_a_second)
+    steps = steps_of(built)
+    assert {mode: step["too_noisy"] for mode, step in steps.items()} == {
+        "eager": False,
+        "graph": True,
+    }
+
+
+def test_a_mean_step_of_exactly_noisy_mean_times_p50_is_still_quotable():
+    """The rule is strict: steps whose mean is 1.1 times their p50 (nine of 10 ms, one of 20 ms)
+    are quotable, a little more (one of 21 ms) is too noisy."""
+    typical = [0.010] * 9
+    assert generation.step_figures([*typical, 0.020])["too_noisy"] is False
+    assert generation.step_figures([*typical, 0.021])["too_noisy"] is True
+
+
+def test_a_few_long_stalls_in_a_long_run_are_too_noisy_though_p95_misses_them():
+    """100 steps of 10 ms but 4 of 1 s: p95 is still 10 ms, yet the stalls make the run 5 times as
+    long, so its tokens/s is too noisy to quote."""
+    figures = generation.step_figures([0.010] * 96 + [1.0] * 4)
+    assert figures["p95_ms"] == pytest.approx(10.0)
+    assert figures["too_noisy"] is True
+
+
+@pytest.mark.parametrize("built", ["decode_project"], indirect=True)
+def test_a_run_that_ends_at_prefill_has_no_step_figures_and_nothing_too_noisy(built):
+    """A loop that stops at prefill's token runs no decode step: each run's steps are 0, with no
+    figures and nothing too noisy, and the report still renders."""
+
+    def prefill_only(step: Any, model: Any, prompt: Any, new_tokens: int, sample: Any) -> Any:
+        return generate.generate(step, model, prompt, 1, sample=sample)
+
+    result = generation.run(2, None, loop=prefill_only, sample=generate.sample)
+    none = {"count": 0, "p50_ms": None, "p95_ms": None, "mean_ms": None, "spread": None}
+    none["too_noisy"] = False
+    assert result["steps"] == {"eager": none, "graph": none}
+    generation.render(result)
 
 
 class Lookup(torch.nn.Module):

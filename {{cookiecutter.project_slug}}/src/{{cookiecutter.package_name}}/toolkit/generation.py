@@ -12,8 +12,9 @@ eager, then greedy in graph mode (whose cache the model keeps). The two greedy r
 same tokens; the sampled run's tokens are the ones printed (`greedy_tokens` in --json: the compared
 ones). The comparison is greedy because on an NPU eager's logits and graph mode's
 differ by rounding: a sampler may draw other tokens on each side, from one random state, though
-graph mode is right. It prints the tokens, tokens per second of each greedy run and what warm-up
-captured; --json prints one object instead.
+graph mode is right. It prints the tokens, tokens per second of each greedy run, the spread of
+its decode steps (and whether its tokens per second are too noisy to quote: NOISY_MEAN) and what
+warm-up captured; --json prints one object instead.
 
 With tensor parallelism it also runs on N ranks under torchrun (`torchrun --nproc-per-node N -m
 <package> generate`): each rank holds its share of the heads (parallel_plan() in model.py), its KV
@@ -46,6 +47,7 @@ import torch
 from ..model import build_model, example_inputs
 from . import project
 from .backend import select_backend
+from .bench import latency
 from .contract import ContractError, describe, to_device
 from .decode import DecodeGraphs, Step, limits, logits_of
 from .rehearsal import GraphFailure, built, graph_failures, rehearse
@@ -71,6 +73,12 @@ DESCRIPTION = (
     "decode step per new token, checked greedily against eager."
 )
 STAND_IN_NOTE = "{backend} stands in for npugraph_ex: its tokens/s do not predict NPU speed"
+NOISY_MEAN = 1.1
+"""A greedy run's tokens/s is too noisy to quote when its mean decode step took more than this
+times its typical one, p50. tokens/s counts every step's time, so it follows the mean: a few steps
+slowed by something else on the machine (another process, the host's scheduler) then set more
+than a tenth of it. p95 alone would miss them: in a run of 100 steps, 4 stalls of a second each
+leave p95 at the typical step, and the figure far too low."""
 
 
 TOKEN_DTYPES = (torch.int64, torch.int32)
@@ -199,6 +207,36 @@ def timed(call: Any, device: str) -> tuple[Any, float]:
     return result, time.perf_counter() - started
 
 
+def clocked(step: Step, device: str, seconds: list[float]) -> Step:
+    """`step`, noting in `seconds` how long each call took until the device was done (timed())."""
+
+    def clocked_step(tokens: torch.Tensor, input_pos: torch.Tensor) -> Any:
+        logits, took = timed(lambda: step(tokens, input_pos), device)
+        seconds.append(took)
+        return logits
+
+    return clocked_step
+
+
+def step_figures(seconds: list[float]) -> dict[str, Any]:
+    """A run's decode steps: how many, their p50, p95 and mean in ms (bench's latency()), p95 over
+    p50 (their spread), and whether they are too noisy to quote (NOISY_MEAN). A run without a
+    decode step (every sequence ended at prefill's token) has no figures, and nothing too noisy."""
+    if not seconds:
+        none = dict.fromkeys(("p50_ms", "p95_ms", "mean_ms", "spread"))
+        return {"count": 0, **none, "too_noisy": False}
+    figures = latency([second * 1e3 for second in seconds], [])
+    p50, mean = figures["p50_ms"], figures["mean_ms"]
+    return {
+        "count": len(seconds),
+        "p50_ms": p50,
+        "p95_ms": figures["p95_ms"],
+        "mean_ms": mean,
+        "spread": figures["p95_ms"] / p50,
+        "too_noisy": mean > NOISY_MEAN * p50,
+    }
+
+
 def run(
     new_tokens: int,
     batch: int | None,
@@ -229,14 +267,20 @@ def run(
         torch.manual_seed(0)
         tokens = generated(loop(graphs, model, prompt, new_tokens, sample=checked(sample)), prompt)
         restore(model, start)
+        # Each decode step of the timed runs is clocked too, for their spread. Waiting for the
+        # device after each step costs little: the sample loop waits for each token anyway, to
+        # see whether every sequence has ended.
+        steps: dict[str, list[float]] = {"eager": [], "graph": []}
+        clocked_eager = clocked(eager_step(model), backend.device, steps["eager"])
         eager, eager_s = timed(
-            lambda: loop(eager_step(model), model, prompt, new_tokens, sample=greedy),
+            lambda: loop(clocked_eager, model, prompt, new_tokens, sample=greedy),
             backend.device,
         )
         restore(model, start)
         # Last, so that the model ends with the state graph-mode greedy generation leaves.
+        clocked_graphs = clocked(graphs, backend.device, steps["graph"])
         graph, graph_s = timed(
-            lambda: loop(graphs, model, prompt, new_tokens, sample=greedy), backend.device
+            lambda: loop(clocked_graphs, model, prompt, new_tokens, sample=greedy), backend.device
         )
     # Prefill runs eagerly on both sides: tokens per second of the decode steps together with it.
     decoded = (graph.shape[1] - prompt.shape[1]) * prompt.shape[0]
@@ -252,6 +296,7 @@ def run(
         "warmup": str(warmup),
         "recompiles": graphs.recompiles,
         "tokens_per_s": {"eager": decoded / eager_s, "graph": decoded / graph_s},
+        "steps": {mode: step_figures(seconds) for mode, seconds in steps.items()},
         "matches_eager": torch.equal(graph, eager),
         "first_difference": first_difference(graph, eager),
         "note": None if backend.is_npugraph_ex else STAND_IN_NOTE.format(backend=backend.name),
@@ -285,6 +330,7 @@ def render(result: dict[str, Any]) -> str:
                 f"capture size {result['capture_size']})"
             ),
         ),
+        ("steps", steps_text(result["steps"])),
         ("recompiles", "; ".join(result["recompiles"]) or "none"),
     ]
     if "ranks" in result:
@@ -293,6 +339,23 @@ def render(result: dict[str, Any]) -> str:
     if result["note"]:
         rows.append(("note", result["note"]))
     return "\n".join(f"{name:<11} {value}" for name, value in rows)
+
+
+def steps_text(steps: dict[str, dict[str, Any]]) -> str:
+    """The report's steps line: each greedy run's decode steps, p50, p95 (and p95 over p50) and
+    mean, then whose tokens/s, if anyone's, is too noisy to quote, and the rule."""
+    runs = [
+        f"{mode} p50 {step['p50_ms']:.3f} ms, p95 {step['p95_ms']:.3f} ms ({step['spread']:.2f}x), "
+        f"mean {step['mean_ms']:.3f} ms"
+        if step["count"]
+        else f"{mode} no decode step"
+        for mode, step in steps.items()
+    ]
+    if noisy := [mode for mode, step in steps.items() if step["too_noisy"]]:
+        verdict = f"{' and '.join(noisy)} tokens/s too noisy to quote (mean over {NOISY_MEAN}x p50)"
+    else:
+        verdict = f"steady enough to quote (mean within {NOISY_MEAN}x p50)"
+    return f"{'; '.join(runs)}: {verdict}"
 
 
 def words(ids: list[int]) -> str:
