@@ -259,7 +259,7 @@ def compile_dominated(repeats: int) -> None:
         f" turn (rounds: {repeats}); medians, ranges, Dynamo graphs and AOT compiles"
     )
     columns = ("wall s", "wall x MRE", "wall range", "CPU s", "CPU x MRE", "graphs", "AOT", "processes")
-    print(f"  {'':<25}" + "".join(f"{column:>11}" for column in columns))
+    print(f"  {'':<25}" + "".join(f"{column:>12}" for column in columns))
     mre_wall, mre_cpu = (statistics.median(times) for times in zip(*timings[0], strict=True))
     for (tool, runs), times in zip(compiles.items(), timings, strict=True):
         walls, cpus = zip(*times, strict=True)
@@ -274,7 +274,7 @@ def compile_dominated(repeats: int) -> None:
             one_or_range([sum(aot for _, aot in processes) for processes in runs]),
             one_or_range([len(processes) for processes in runs]),
         )
-        print(f"  {tool:<25}" + "".join(f"{cell:>11}" for cell in cells))
+        print(f"  {tool:<25}" + "".join(f"{cell:>12}" for cell in cells))
 
 
 if __name__ == "__main__":
