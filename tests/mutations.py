@@ -2004,8 +2004,8 @@ MUTATIONS = (
     Mutation(
         "check never runs a backend forced for the MRE",
         f"{TOOLKIT}/check.py",
-        "    mine = mre_rung(backend, ladder)\n",
-        "    mine = None\n",
+        "    order = [*rungs, *([mine] if mine not in rungs else [])]\n",
+        "    order = list(rungs)\n",
         "tests/toolkit/test_check.py -k forced_for_the_mre",
     ),
     Mutation(
@@ -2018,8 +2018,8 @@ MUTATIONS = (
     Mutation(
         "check runs a forced backend the ladder climbed again",
         f"{TOOLKIT}/check.py",
-        "    if any((name, options) == (backend.name, backend.options) for _, name, options in ladder):",
-        "    if any((name, options) == (backend.name, backend.options) for _, name, options in ladder[:0]):",
+        "        if rung[1:] == (backend.name, backend.options):\n",
+        "        if False:\n",
         "tests/toolkit/test_check.py -k not_run_again",
     ),
     Mutation(
@@ -2040,8 +2040,8 @@ MUTATIONS = (
     Mutation(
         "check keeps the first of its graph-break findings",
         f"{TOOLKIT}/check.py",
-        "                )\n    return findings\n\n\ndef rungs_here",
-        "                )\n    return findings[:1]\n\n\ndef rungs_here",
+        "        findings.append(Finding(\"graph break\", plain_reason(text), where, hint_for(text)))\n    return findings\n",
+        "        findings.append(Finding(\"graph break\", plain_reason(text), where, hint_for(text)))\n    return findings[:1]\n",
         "tests/toolkit/test_check.py -k 'every_graph_break or every_item'",
     ),
     Mutation(
@@ -2733,7 +2733,7 @@ MUTATIONS = (
     Mutation(
         "check lets a prompt that fills the cache fail as an eager IndexError",
         f"{TOOLKIT}/check.py",
-        "                limits().check_prompt(inputs[0].shape[1])\n",
+        "                decode.limits().check_prompt(inputs[0].shape[1])\n",
         "                pass\n",
         "tests/toolkit/test_check.py -k fills_the_cache",
     ),
@@ -2774,16 +2774,16 @@ MUTATIONS = (
     ),
     Mutation(
         "check calls a model with .item() in its graph ready, with a warning",
-        f"{TOOLKIT}/check.py",
-        '                        hint_for(".item()"),\n                    )\n',
-        '                        hint_for(".item()"),\n                        severity="warning",\n                    )\n',
+        f"{TOOLKIT}/capture.py",
+        '        found.append(Refusal("CAP003", "a value the host reads in the graph", reason, where, hint))',
+        '        found.append(Refusal("CAP003", "a value the host reads in the graph", reason, where, hint, WARNING))',
         "tests/toolkit/test_check.py -k item_in_the_graph",
     ),
     Mutation(
         "check names a break on a number read from a tensor in Dynamo's words",
         f"{TOOLKIT}/check.py",
-        '"graph break", plain_reason(text), user_frame(reason.user_stack), hint_for(text)',
-        '"graph break", text.splitlines()[0], user_frame(reason.user_stack), hint_for(text)',
+        'Finding("graph break", plain_reason(text), where, hint_for(text))',
+        'Finding("graph break", text.splitlines()[0], where, hint_for(text))',
         "tests/toolkit/test_check.py -k number_read",
     ),
     Mutation(
@@ -2830,7 +2830,7 @@ MUTATIONS = (
     ),
     Mutation(
         "check places a SyntaxError in the import's frames, not at the line it could not parse",
-        f"{TOOLKIT}/check.py",
+        f"{TOOLKIT}/frames.py",
         "    if isinstance(error, SyntaxError) and error.filename:\n",
         "    if False:\n",
         "tests/toolkit/test_check.py -k syntax_error",

@@ -94,6 +94,23 @@ def help_of(capsys: pytest.CaptureFixture[str]) -> Callable[[Callable[..., int],
 
 
 @pytest.fixture
+def npugraph_ex_compiles(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """An `npugraph_ex` backend for the test, which runs each graph it is given as it is and
+    notes its options, one entry per compile: what torch_npu's registration makes of the name,
+    undone after the test."""
+    compiles: list[dict] = []
+
+    def npugraph_ex(graph_module, example_inputs, **keywords):
+        compiles.append(keywords.get("options") or {})
+        return graph_module.forward
+
+    registry = torch._dynamo.backends.registry
+    monkeypatch.setitem(registry._BACKENDS, "npugraph_ex", None)
+    monkeypatch.setitem(registry._COMPILER_FNS, "npugraph_ex", npugraph_ex)
+    return compiles
+
+
+@pytest.fixture
 def forget_torch_npu(monkeypatch: pytest.MonkeyPatch) -> None:
     """The test's next `import torch_npu` loads afresh, and what it loads is taken away afterwards."""
     # setitem remembers that there was no entry; undoing it removes the stand-in the test loaded.

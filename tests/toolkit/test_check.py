@@ -3,6 +3,7 @@ inputs and outputs that differ from eager are named, with the numbers; each rung
 state eager started from; in each kind of project (decode, tensor-parallel) alike."""
 
 import contextlib
+import functools
 import importlib
 import json
 import logging
@@ -18,19 +19,17 @@ import pytest
 import torch
 from torch import nn
 from torch._dynamo.backends.registry import register_backend
+from torch._dynamo.utils import counters
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
 from decode_project import model as decode_model
 from decode_project.toolkit import check as decode_check
 from forward_project.toolkit import check
-from forward_project.toolkit.backend import BACKEND_ENV, NPUGRAPH_EX_OPTIONS
+from forward_project.toolkit.backend import BACKEND_ENV, NPUGRAPH_EX_OPTIONS, Backend
 from forward_project.toolkit.contract import Mismatch, tolerances
 
-READY = (
-    "ready for graph mode: one graph, no recompile on new tensors of the same shapes, same output "
-    "and state as eager"
-)
-"""check's summary for a model with no problem."""
+READY = f"{check.READY} under the aot_eager stand-in; {check.NOTHING_REFUSED}"
+"""check's summary for a model with no problem, off an NPU."""
 EVERY_KIND = ["forward_project", "decode_project", "parallel_project", "decode_parallel_project"]
 """A project of each kind that check runs differently: decode (a prefill first), tensor-parallel
 (the plan rehearsed, the model sharded), both."""
@@ -74,9 +73,11 @@ def project(request, monkeypatch) -> Project:
             device = next(x.device for x in inputs if isinstance(x, torch.Tensor))
             return tool.to_device(model.example_inputs(), device)
 
-        # check imports them from decode when it runs.
+        # check imports them from decode when it runs. No second request either: these models
+        # take whatever inputs a test gives them, not a prompt.
         monkeypatch.setattr(decode, "first_step", lambda model, *inputs: inputs)
         monkeypatch.setattr(decode, "next_step", new_data)
+        monkeypatch.setattr(decode, "carried_over", lambda model, *inputs: None)
 
     def use(build_model: Callable[[], nn.Module], *inputs: Any) -> None:
         monkeypatch.setattr(model, "build_model", build_model)
@@ -330,17 +331,21 @@ def test_an_input_a_graph_writes_otherwise_than_eager_is_named(capsys, project):
 
 
 class Noisy(nn.Module):
-    """Adds noise it draws in forward, as a dropout left in training mode would."""
+    """Adds noise it draws in forward, as a diffusion sampler's step does."""
 
     def forward(self, x):
-        return x + torch.randn_like(x)
+        return x + torch.randn_like(x)  # noise drawn here
 
 
-def test_a_model_that_draws_random_numbers_is_ready(capsys, project):
-    """A forward that draws random numbers: every rung starts from the random number generator's
-    state eager started from, so it draws eager's numbers and matches: exit 0."""
+def test_random_numbers_in_the_graph_are_a_warning_at_their_line(capsys, project):
+    """In compile mode random numbers drawn in the graph are a warning at their line (the docs
+    say capture refuses them, the wheels that each replay draws anew); every rung starts from
+    eager's random number generator's state, so it draws eager's numbers and matches: exit 0."""
     code, result = run_check(capsys, project, Noisy, torch.ones(3))
-    assert (code, result["summary"], result["findings"]) == (0, READY, [])
+    (found,) = result["findings"]
+    assert (code, found["code"], found["severity"]) == (0, "CAP001", "warning")
+    assert found["where"] == f"{__file__}:{line_of('noise drawn here')} (forward)"
+    assert result["summary"] == f"{READY}; read the 1 warning(s) above"
 
 
 def test_a_differing_output_is_one_finding_with_the_hint(capsys, project):
@@ -470,18 +475,18 @@ def drops_state_writes(graph, example_inputs):
     return lambda *inputs: graph(*(x.clone() if torch.is_tensor(x) else x for x in inputs))
 
 
+register_backend(name="check_test_drops_writes")(drops_state_writes)
+
+
 def test_a_graph_that_drops_a_state_write_differs_from_eager(capsys, monkeypatch, project):
     """The state after the call is compared as well as the output: a lost buffer update is named
     by the buffer's path, exit 1."""
-    rung = ("drops writes", drops_state_writes, None)
-    monkeypatch.setattr(project.check, "rungs_here", lambda npu_ok: [rung])
+    monkeypatch.setenv(BACKEND_ENV, "check_test_drops_writes")
     code, result = run_check(capsys, project, CountsSteps, torch.ones(3))
     assert code == 1
-    (found,) = [f for f in result["findings"] if f["what"] == "drops writes differs from eager"]
+    (found,) = [f for f in result["findings"] if f["what"].endswith(" differs from eager")]
+    assert found["what"].startswith("check_test_drops_writes")
     assert found["path"] == "state steps"
-
-
-register_backend(name="check_test_drops_writes")(drops_state_writes)
 
 
 class CountsTwice(nn.Module):
@@ -545,14 +550,14 @@ def test_a_forced_backend_that_cannot_run_stops_check(capsys, monkeypatch, proje
     assert result["summary"] == f"the MRE cannot choose its backend: fix {BACKEND_ENV} first"
 
 
-def test_a_ready_model_passes_every_rung_here(capsys, project):
-    """A model with no problem: no finding, each rung here matches eager, the NPU rungs are
-    skipped with the reason, exit 0."""
+def test_a_ready_model_passes_the_mres_rung_and_climbs_no_other(capsys, project):
+    """A model with no problem: no finding, the MRE's rung (the stand-in here) matches eager, the
+    rest of the ladder is not climbed, the NPU rungs are skipped with the reason, exit 0."""
     code, result = run_check(capsys, project, lambda: nn.Linear(3, 3), torch.ones(2, 3))
     assert (code, result["verdict"], result["summary"]) == (0, 0, READY)
     assert (result["model"], result["findings"]) == ("Linear", [])
     assert result["rungs"] == [
-        {"name": "eager backend", "status": "ok", "detail": "matches eager"},
+        {"name": "eager backend", "status": "skipped", "detail": check.NOT_CLIMBED},
         {"name": "aot_eager", "status": "ok", "detail": "matches eager"},
         {
             "name": "npugraph_ex rungs",
@@ -649,6 +654,7 @@ def test_a_model_that_fails_eagerly_is_checked_no_further(capsys, project):
                 "where": f"{__file__}:{line_of('check must point at this line')} (forward)",
                 "hint": "it fails before graph mode runs: fix model.py at the line named (`where`)",
                 "severity": "problem",
+                "code": "",
                 "path": "",
                 "mismatches": [],
             }
@@ -680,8 +686,10 @@ def test_a_slice_at_a_tensors_value_gets_the_hint_to_index_with_the_tensor(capsy
     that line, which says to keep it a tensor and index with it (and one where int() reads it)."""
     code, result = run_check(capsys, project, SlicesAtAValue, torch.ones(2, 8), torch.tensor([0]))
     problems = {f["what"]: f for f in result["findings"] if f["severity"] == "problem"}
-    assert (code, problems.keys()) == (1, {"graph break", ".item() in the graph"})
-    read, failed = problems[".item() in the graph"], problems["graph break"]
+    assert (code, problems.keys()) == (1, {"graph break", "a value the host reads in the graph"})
+    read, failed = problems["a value the host reads in the graph"], problems["graph break"]
+    # One read: the slice only passes on the number int() read.
+    assert [finding["code"] for finding in result["findings"]].count("CAP003") == 1
     assert read["where"] == f"{__file__}:{line_of('start = int(input_pos[0])')} (forward)"
     assert failed["where"].startswith(f"{__file__}:{line_of('sliced here')}")
     assert failed["hint"].startswith("a Python number taken from a tensor's value")
@@ -811,20 +819,10 @@ def test_item_in_the_graph_is_a_problem_at_its_line(capsys, project):
     stand-in runs it, but it fails aclgraph's capture on an NPU, so the model is not ready."""
     code, result = run_check(capsys, project, ItemInForward, torch.ones(2))
     assert (code, result["summary"]) == (1, "1 problem(s): fix them, then run check again")
-    assert result["findings"] == [
-        {
-            "what": ".item() in the graph",
-            "reason": (
-                "torch 2.13 keeps .item() in the graph under fullgraph=True, but on an NPU it is a "
-                "device-to-host copy that aclgraph capture cannot record"
-            ),
-            "where": f"{__file__}:{line_of('.item() is here')} (forward)",
-            "hint": check.hint_for(".item()"),
-            "severity": "problem",
-            "path": "",
-            "mismatches": [],
-        }
-    ]
+    (found,) = result["findings"]
+    assert (found["code"], found["severity"]) == ("CAP003", "problem")
+    assert found["where"] == f"{__file__}:{line_of('.item() is here')} (forward)"
+    assert found["hint"] == check.hint_for(".item()")
 
 
 class ItemsInForward(nn.Module):
@@ -837,7 +835,7 @@ class ItemsInForward(nn.Module):
 def test_every_item_in_the_graph_is_a_problem(capsys, project):
     """Two .item() calls are two problems, each at its own line, and the summary counts both."""
     code, result = run_check(capsys, project, ItemsInForward, torch.arange(3.0))
-    found = [f["where"] for f in result["findings"] if f["what"] == ".item() in the graph"]
+    found = [f["where"] for f in result["findings"] if f["code"] == "CAP003"]
     assert (code, result["summary"]) == (1, "2 problem(s): fix them, then run check again")
     assert found == [
         f"{__file__}:{line_of('the first .item()')} (forward)",
@@ -953,6 +951,7 @@ def test_problems_and_warnings_are_counted_apart(capsys, project):
         "where": "",
         "hint": check.hint_for("non-tensor"),
         "severity": "warning",
+        "code": "",
         "path": "",
         "mismatches": [],
     }
@@ -994,7 +993,9 @@ def test_a_rung_compiles_one_static_graph_with_its_options(capsys, monkeypatch, 
     COMPILES.clear()
     rung = ("recorded", "check_test_recorder", {"force_eager": True})
     monkeypatch.setattr(project.check, "rungs_here", lambda npu_ok: [rung])
-    code, result = run_check(capsys, project, lambda: nn.Linear(3, 3), torch.ones(2, 3))
+    project.use(lambda: nn.Linear(3, 3), torch.ones(2, 3))
+    code = project.check.main(["--json", "--ladder"])
+    result = json.loads(capsys.readouterr().out)
     assert COMPILES == [{"options": {"force_eager": True}, "symbolic": False}]
     assert (code, result["rungs"][0]) == (
         0,
@@ -1087,20 +1088,17 @@ def test_the_report_says_when_the_model_did_not_build():
 
 @pytest.mark.parametrize(
     ("package", "options"),
-    [("forward_project", ""), ("parallel_project", " [--nproc-per-node NPROC_PER_NODE]")],
+    [("forward_project", []), ("parallel_project", ["--nproc-per-node"])],
 )
-def test_help_names_the_command_and_what_it_does(capsys, monkeypatch, package, options):
-    """--help shows the command it was given, the first line of check's description, --json (and
-    with tensor parallelism --nproc-per-node)."""
+def test_help_names_the_command_and_what_it_does(help_of, package, options):
+    """--help shows the command it was given, the first line of check's description, --json,
+    --ladder (and with tensor parallelism --nproc-per-node)."""
     tool = importlib.import_module(f"{package}.toolkit.check")
-    monkeypatch.setenv("COLUMNS", "200")  # argparse wraps to the terminal's width
-    with pytest.raises(SystemExit) as exited:
-        tool.main(["--help"], prog=f"python -m {package} check")
-    printed = capsys.readouterr().out
-    assert exited.value.code == 0
-    usage = f"usage: python -m {package} check [-h] [--json]{options}"
-    assert printed.splitlines()[:3] == [usage, "", tool.__doc__.splitlines()[0]]
-    assert re.search(r"^  --json +print one JSON object instead$", printed, re.MULTILINE)
+    shown = help_of(tool.main, f"python -m {package} check")
+    assert shown.startswith(f"usage: python -m {package} check ")
+    assert tool.__doc__.splitlines()[0] in shown
+    for option in ["--json", "--ladder", *options]:
+        assert f"[{option}" in shown
 
 
 def test_a_reason_is_named_by_its_first_line():
@@ -1360,7 +1358,7 @@ def test_check_runs_on_the_ranks_and_the_first_prints(capsys, monkeypatch, proje
         joined.append(device_type)
         yield ranks
 
-    def check_(on):
+    def check_(on, ladder):
         checked.append(on)
         print("the model prints")  # to stderr, not into the report
         return project.check.Result(verdict=1, summary="checked")
@@ -1566,3 +1564,134 @@ def test_a_prompt_that_fills_the_cache_is_a_settings_problem(capsys, monkeypatch
         f"position {prompt.shape[1]}, beyond MAX_SEQ_LEN = {prompt.shape[1]}; shorten the prompt or "
         "raise MAX_SEQ_LEN in model.py"
     )
+
+
+def test_a_ready_model_is_compiled_once(capsys, project):
+    """One compile per verdict: a model with no problem is traced and compiled once, by the
+    MRE's backend; no other rung and no list of graph breaks runs."""
+    before = counters["stats"]["unique_graphs"]
+    code, _ = run_check(capsys, project, lambda: nn.Linear(3, 3), torch.ones(2, 3))
+    assert (code, counters["stats"]["unique_graphs"] - before) == (0, 1)
+
+
+def test_a_model_that_differs_climbs_the_ladder_to_the_stage_at_fault(capsys, project):
+    """When the MRE's rung differs from eager, the rest of the ladder runs to find the first
+    stage at fault: here Dynamo's, whose eager backend differs already."""
+    code, result = run_check(capsys, project, OffUnderCompile, torch.ones(3))
+    rungs = {rung["name"]: rung["status"] for rung in result["rungs"]}
+    assert (code, rungs["eager backend"], rungs["aot_eager"]) == (1, "fail", "fail")
+
+
+def test_the_ladder_option_climbs_every_rung_of_a_ready_model(capsys, project):
+    """check --ladder climbs every rung here, for a support case, though the MRE's matched."""
+    project.use(lambda: nn.Linear(3, 3), torch.ones(2, 3))
+    assert project.check.main(["--json", "--ladder"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    statuses = [rung["status"] for rung in result["rungs"]]
+    assert statuses == ["ok", "ok", "skipped"]  # the npugraph_ex rungs need an NPU
+
+
+class OnTheNpu(nn.Linear):
+    """A Linear that stays where it is when moved to the npu (off an NPU nothing can go there)."""
+
+    def to(self, device):
+        return self
+
+
+class CopiesToTheHost(OnTheNpu):
+    def forward(self, x):
+        return super().forward(x).cpu()  # copied to the host here
+
+
+def on_a_simulated_npu(monkeypatch, project: Project) -> None:
+    """check as on an NPU: npugraph_ex is the MRE's backend, the inputs stay where they are."""
+    monkeypatch.setattr(project.check, "npu_status", lambda: (True, "a test"))
+    monkeypatch.setattr(project.check, "to_device", lambda value, device: value)
+    npugraph_ex = Backend("npugraph_ex", "npu", "Ascend NPU ready: a test")
+    monkeypatch.setattr(project.check, "select_backend", lambda: npugraph_ex)
+
+
+@pytest.mark.parametrize("project", ["forward_project"], indirect=True)
+def test_on_an_npu_a_ready_model_is_captured_once(capsys, monkeypatch, project, npugraph_ex_compiles):
+    """On an NPU a model with no problem is compiled by npugraph_ex once, with the MRE's
+    options: no force_eager, no force_recapture rung."""
+    on_a_simulated_npu(monkeypatch, project)
+    code, result = run_check(capsys, project, lambda: OnTheNpu(3, 3), torch.ones(2, 3))
+    assert (code, npugraph_ex_compiles) == (0, [NPUGRAPH_EX_OPTIONS])
+    assert result["summary"].startswith(check.READY)
+
+
+@pytest.mark.parametrize("project", ["forward_project"], indirect=True)
+def test_on_an_npu_what_capture_refuses_is_named_before_any_capture(
+    capsys, monkeypatch, project, npugraph_ex_compiles
+):
+    """On an NPU the capture check reads the graph before npugraph_ex captures it: the user
+    reads the cause at the line, not an error code; only force_eager, which captures nothing,
+    compiles."""
+    on_a_simulated_npu(monkeypatch, project)
+    code, result = run_check(capsys, project, lambda: CopiesToTheHost(3, 3), torch.ones(2, 3))
+    (found,) = [finding for finding in result["findings"] if finding["code"]]
+    assert (code, found["code"]) == (1, "CAP002")
+    assert found["where"] == f"{__file__}:{line_of('copied to the host here')} (forward)"
+    assert [options.get("force_eager") for options in npugraph_ex_compiles] == [True]
+    rungs = {rung["name"]: rung["status"] for rung in result["rungs"]}
+    assert (rungs["npugraph_ex force_recapture"], rungs["npugraph_ex"]) == ("fail", "fail")
+
+
+@pytest.mark.parametrize("project", ["cache_project"], indirect=True)
+def test_under_cache_compile_random_numbers_are_a_problem(capsys, project):
+    """cache_compile refuses graphs that draw random numbers: a problem at the line, exit 1."""
+    code, result = run_check(capsys, project, Noisy, torch.ones(3))
+    (found,) = result["findings"]
+    assert (code, found["code"], found["severity"]) == (1, "CAP001", "problem")
+
+
+@functools.lru_cache
+def scale_of(size: int) -> float:
+    return 1.0 / size
+
+
+class CallsACachedFunction(nn.Module):
+    """Calls an lru_cache-wrapped function, as transformers' Wav2Vec2 encoder does: Dynamo warns."""
+
+    def forward(self, x):
+        return x * scale_of(x.shape[-1])  # the cached call
+
+
+@pytest.mark.parametrize("project", ["forward_project"], indirect=True)
+def test_a_warning_the_tests_fail_on_fails_check_with_the_filter_that_allows_it(capsys, project):
+    """A warning graph mode raises, which your tests turn into an error, is a problem in check
+    too, at your line, with the filterwarnings entry that lets it through if it is harmless."""
+    code, result = run_check(capsys, project, CallsACachedFunction, torch.ones(3))
+    (found,) = [finding for finding in result["findings"] if finding["severity"] == "problem"]
+    assert code == 1
+    assert found["reason"].startswith("UserWarning: Dynamo detected a call to a `functools.lru_cache`")
+    assert found["where"].startswith(f"{__file__}:{line_of('the cached call')}")
+    assert r"'ignore:Dynamo detected a call to a `functools\.lru_cache`-wrapped" in found["hint"]
+
+
+class RemembersRequests(nn.Module):
+    """A decode model whose recurrent state its prefill does not reset, as a Mamba cache whose
+    flag says it holds a prompt already: the next request reads what this one left."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        vocab = decode_model.VOCAB
+        self.embed, self.out = nn.Embedding(vocab, 8), nn.Linear(8, vocab)
+        self.register_buffer("memory", torch.zeros(8))
+
+    def forward(self, tokens, input_pos):
+        hidden = self.embed(tokens) + self.memory
+        self.memory.copy_(0.5 * self.memory + hidden.mean((0, 1)))
+        return self.out(hidden)
+
+
+def test_state_a_request_leaves_for_the_next_is_refused_by_its_path(capsys, monkeypatch):
+    """check serves the prompt a second time after a whole first request, restoring nothing: a
+    model whose state reaches the next request gives other tokens, and is refused naming the
+    state, exit 2."""
+    monkeypatch.setattr(decode_model, "build_model", RemembersRequests)
+    assert decode_check.main(["--json"]) == 2
+    (found,) = json.loads(capsys.readouterr().out)["findings"]
+    assert found["what"] == "state carried to the next request"
+    assert "state memory" in found["reason"]

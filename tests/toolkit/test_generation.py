@@ -1045,3 +1045,18 @@ def test_more_sizes_than_the_recompile_limit_raise_it_with_a_note(name, monkeypa
         warmup = graphs.warm_up()
     assert warmup.graphs == 2
     assert "recompile_limit raised from 1 to 2" in str(warmup)
+
+
+def test_state_a_request_leaves_for_the_next_is_refused_before_anything_compiles(monkeypatch):
+    """generate serves the prompt a second time after a whole first request, restoring nothing:
+    a model whose state reaches the next request is refused in one line naming that state, exit 2,
+    before a graph is captured."""
+    from toolkit.test_check import RemembersRequests
+
+    monkeypatch.setattr(generation, "build_model", RemembersRequests)
+    monkeypatch.setattr(DecodeGraphs, "warm_up", lambda graphs: pytest.fail("captured"))
+    code, printed, told = generate_command("decode_project")
+    assert (code, printed) == (2, "")
+    (line,) = told.splitlines()
+    assert line.startswith("generate: a second request of the same prompt")
+    assert "state memory" in line

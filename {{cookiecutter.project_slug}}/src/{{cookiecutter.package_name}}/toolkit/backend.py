@@ -212,20 +212,20 @@ def npu_versions() -> str:
     "torch_npu 2.14.0, CANN 9.1.0"; "torch_npu not loaded" where torch_npu did not load (off an
     NPU), the same on every run."""
     npu_status()  # the probe imports torch_npu wherever it loads
-    torch_npu = sys.modules.get("torch_npu")
-    if torch_npu is None:
+    loaded = sys.modules.get("torch_npu")
+    if loaded is None:
         return "torch_npu not loaded"
-    return f"torch_npu {torch_npu.__version__}, CANN {cann_version(torch_npu)}"
+    return f"torch_npu {loaded.__version__}, CANN {cann_version(loaded)}"
 
 
-def cann_version(torch_npu: object) -> str:
+def cann_version(loaded: object) -> str:
     """CANN's release as the loaded torch_npu reads it, or "unknown".
 
     torch_npu.utils.get_cann_version() (in every torch_npu this template pins) asks CANN's runtime
     (aclsysGetCANNVersion, no device needed) and answers "" before CANN 8.1.RC1.
     """
     try:
-        return torch_npu.utils.get_cann_version() or "unknown"
+        return loaded.utils.get_cann_version() or "unknown"
     except (AttributeError, RuntimeError):  # a torch_npu without it, or a CANN that cannot say
         return "unknown"
 

@@ -1,26 +1,33 @@
-"""Is my model ready for graph mode? Every graph break, then each rung of the fault-isolation ladder.
+"""Is my model ready for graph mode? One compile as the MRE's, and the ladder only if it fails.
 
-    python -m <package> check [--json]
+    python -m <package> check [--json] [--ladder]
 
 It builds build_model() and example_inputs() as the MRE does and runs them eagerly; in a decode
 project the prompt as prefill, then the first decode step, which is what graph mode runs. With
 tensor parallelism the model is sharded by parallel_plan() as the MRE shards it, so Dynamo traces
 the DTensor layers and their collectives: over one rank under plain python, over N under `torchrun
 --nproc-per-node N -m <package> check` (rank 0 prints); parallel_plan() is rehearsed first, in this
-process, for --nproc-per-node ranks. Then it lists every graph break (torch._dynamo.explain) that
-the example inputs reach with file:line, the reason and a one-line hint, and walks each rung of the
-npugraph_ex fault-isolation ladder that can run here, comparing each output with eager's within the
-tolerance of its dtype (contract.tolerances()): the `eager` backend (Dynamo only), `aot_eager` (the
-stand-in), and on an NPU npugraph_ex with force_eager, with force_recapture, then plain; last, the
-backend the MRE runs (select_backend()), if the ladder has not run it: one forced with
-$NPUGRAPH_BACKEND. A second call on new inputs of the same shapes must not recompile; if it does,
-check prints the guard Dynamo names. Each rung starts from the state the eager run started from (its
-buffers: a KV cache, a step counter), and must leave the state eager left as well as return its
-output. A model whose eager calls make a tensor, or set or change a Python number, outside that
-state (state.watching()) is checked no further: no rung could start from the state eager started
-from. Each non-tensor input is a warning: graph mode bakes its value in, so new values recompile.
-Each problem is listed once, at the line of yours where it arises: under fullgraph=True every rung
-fails at the first graph break or missing fake function, and its own line in the report says so.
+process, for --nproc-per-node ranks.
+
+Then it compiles the model once, with the backend the MRE runs (select_backend(): npugraph_ex on
+an NPU, the aot_eager stand-in elsewhere, or one forced with $NPUGRAPH_BACKEND), and calls it
+twice: each call's output, and the state it leaves, must match eager's within the tolerance of
+its dtype (contract.tolerances()), and the second call, on new inputs of the same shapes, must not
+recompile (check prints the guard Dynamo names). The graph that compile made is read for what
+aclgraph capture refuses (capture.py: random numbers, copies to and from the host, values the host
+reads, aclop-only operators), each named at the line of yours that made it; on an NPU before
+npugraph_ex captures it. Only when that compile fails or differs does check climb the npugraph_ex
+fault-isolation ladder, to name the first stage at fault: the `eager` backend (Dynamo only),
+`aot_eager`, and on an NPU npugraph_ex with force_eager, with force_recapture, then plain; and when
+the compile stopped at a graph break it lists every break (torch._dynamo.explain) with file:line,
+the reason and a one-line hint. `--ladder` climbs every rung anyway, for a support case.
+
+Each rung starts from the state the eager run started from (its buffers: a KV cache, a step
+counter), and must leave the state eager left as well as return its output. A model whose eager
+calls make a tensor, or set or change a Python number, outside that state (state.watching()) is
+checked no further: no rung could start from the state eager started from. Each non-tensor input
+is a warning: graph mode bakes its value in, so new values recompile. Each problem is listed once,
+at the line of yours where it arises (and the library's line beneath it, if it arose inside one).
 
 Exit 0 when the model is ready, 1 when problems were found, 2 when the model cannot run at all,
 keeps state that no run can be started from, or $NPUGRAPH_BACKEND names no backend that can run
@@ -38,7 +45,6 @@ import re
 import sys
 import traceback
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -53,11 +59,13 @@ from .backend import (
     ACLOP_CAPTURE_ERROR,
     ACLOP_CAPTURE_HINT,
     BACKEND_ENV,
+    DETERMINISTIC_RECOMPILE,
     NPUGRAPH_EX_OPTIONS,
     Backend,
     npu_status,
     select_backend,
 )
+from .capture import CaptureRefused, Recorder, Refusal
 from .contract import (
     ContractError,
     Mismatch,
@@ -71,17 +79,20 @@ from .contract import (
     own_tolerances,
     to_device,
 )
+from .frames import caller_of_torch, error_frame, first_line, traced_frame, user_frame
 from .state import (
     DECODE_STEP,
     FIRST_CALL,
     SECOND_CALL,
     State,
+    StateCarriedOver,
     StateOutOfSight,
     restore,
     save,
     state_mismatches,
     watching,
 )
+from .warnings_as_tests import as_the_tests_do, first_warning, warning_hint
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -185,6 +196,13 @@ def hint_for(text: str, fallback: str = FALLBACK_HINT) -> str:
     return next((hint for pattern, hint in HINTS if re.search(pattern, text)), fallback)
 
 
+def hint_of(error: BaseException, fallback: str = FALLBACK_HINT) -> str:
+    """The hint for an error: for a warning your tests raise as an error, the filter that lets
+    it through; else hint_for() its message."""
+    warning = first_warning(error)
+    return warning_hint(warning) if warning else hint_for(str(error), fallback)
+
+
 @dataclass
 class Finding:
     """One graph break, failed rung or other problem: where, why, and what to do."""
@@ -195,6 +213,8 @@ class Finding:
     hint: str = ""
     severity: str = "problem"
     """problem (exit 1) or warning (shown, exit unchanged)."""
+    code: str = ""
+    """What capture refuses has a stable code (CAP001, ...; capture.py)."""
     path: str = ""
     """The input or output leaf it is about (`[1]`, `['logits']`), if it is about one."""
     mismatches: list[Mismatch] = field(default_factory=list)
@@ -216,49 +236,6 @@ class Result:
     model: str = ""
     findings: list[Finding] = field(default_factory=list)
     rungs: list[Rung] = field(default_factory=list)
-
-
-def first_line(error: BaseException) -> str:
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
-
-
-# Frames in torch or in this toolkit are not where your problem is.
-NOT_YOURS = (Path(torch.__file__).parent, Path(__file__).parent)
-
-
-def user_frame(frames: list[traceback.FrameSummary]) -> str:
-    """file:line of the innermost frame in your code (not torch's, not this toolkit's)."""
-    own = [
-        frame
-        for frame in frames
-        if not any(Path(frame.filename).is_relative_to(root) for root in NOT_YOURS)
-    ]
-    return f"{own[-1].filename}:{own[-1].lineno} ({own[-1].name})" if own else ""
-
-
-def traced_frame(text: str) -> str:
-    """file:line of the innermost frame in your code that a printed stack names."""
-    traced = re.findall(r'File "([^"]+)", line (\d+), in (\w+)', text)
-    frames = [traceback.FrameSummary(file, int(line), name) for file, line, name in traced]
-    return user_frame(frames)
-
-
-def caller_of_torch() -> str:
-    """file:line of the innermost frame of yours on the stack below torch's frames: the line
-    that called into torch, whatever runs above them (a dispatch mode, a wrapper around it)."""
-    frames = traceback.extract_stack()
-    while frames and not Path(frames[-1].filename).is_relative_to(NOT_YOURS[0]):
-        frames.pop()
-    return user_frame(frames)
-
-
-def error_frame(error: BaseException) -> str:
-    """Where in your code an error arose: Dynamo names the traced line in its message, and a
-    SyntaxError the line it could not parse (the frames are the import's, not yours)."""
-    if isinstance(error, SyntaxError) and error.filename:
-        return f"{error.filename}:{error.lineno}"
-    return traced_frame(str(error)) or user_frame(traceback.extract_tb(error.__traceback__))
 
 
 class OpCalls(TorchDispatchMode):
@@ -378,8 +355,11 @@ def one_per_line(findings: list[Finding]) -> list[Finding]:
     return kept
 
 
-def graph_breaks(model: torch.nn.Module, inputs: tuple[Any, ...]) -> list[Finding]:
-    """Every graph break Dynamo meets in the model, as fullgraph=True sees them."""
+def graph_breaks(
+    model: torch.nn.Module, inputs: tuple[Any, ...], recorder: Recorder
+) -> list[Finding]:
+    """Every graph break Dynamo meets in the model, as fullgraph=True sees them; `recorder` reads
+    the graphs between the breaks for what capture refuses."""
     torch._dynamo.reset()
     # fullgraph=True captures .item() as a graph value: explain() should count it as fullgraph does.
     with torch._dynamo.config.patch(capture_scalar_outputs=True), torch.no_grad():
@@ -388,31 +368,27 @@ def graph_breaks(model: torch.nn.Module, inputs: tuple[Any, ...]) -> list[Findin
             explanation = torch._dynamo.explain(model)(*clone(inputs))
         except Exception:  # noqa: BLE001  (an error that is no graph break: each rung names it)
             return []
+    recorder.read(graph for graph in explanation.graphs)
     findings = []
     for reason in explanation.break_reasons:
         text = reason.reason.strip()
-        findings.append(
-            Finding(
-                "graph break", plain_reason(text), user_frame(reason.user_stack), hint_for(text)
-            )
-        )
-    for graph in explanation.graphs:
-        for node in graph.graph.nodes:
-            # A problem, though the stand-in runs it: a call that synchronises with the host
-            # during an aclgraph capture fails the capture (hicann/pypto,
-            # examples/03_advanced/aclgraph/README.md, its notes), as it does a CUDA graph's.
-            if node.op == "call_method" and node.target == "item":
-                location = traced_frame(node.meta.get("stack_trace") or "")
-                findings.append(
-                    Finding(
-                        ".item() in the graph",
-                        "torch 2.13 keeps .item() in the graph under fullgraph=True, but on an NPU "
-                        "it is a device-to-host copy that aclgraph capture cannot record",
-                        location,
-                        hint_for(".item()"),
-                    )
-                )
+        where = user_frame(reason.user_stack)
+        findings.append(Finding("graph break", plain_reason(text), where, hint_for(text)))
     return findings
+
+
+def stopped(finding: Finding) -> bool:
+    """Whether a rung's finding says its compile stopped (a graph break, an error), rather than
+    that its graph ran and differed from eager or compiled again."""
+    return finding.what == "graph break" or finding.what.endswith(" fails")
+
+
+def capture_findings(found: list[Refusal]) -> list[Finding]:
+    """What capture refuses, as findings: one per kind of node and line of yours."""
+    return [
+        Finding(each.what, each.reason, each.where, each.hint, each.severity, code=each.code)
+        for each in found
+    ]
 
 
 def rungs_here(npu_ok: bool) -> list[tuple[str, str, dict[str, object] | None]]:
@@ -433,12 +409,18 @@ def rungs_here(npu_ok: bool) -> list[tuple[str, str, dict[str, object] | None]]:
 
 def mre_rung(
     backend: Backend, ladder: list[tuple[str, str, dict[str, object] | None]]
-) -> tuple[str, str, dict[str, object] | None] | None:
-    """The rung of the backend the MRE runs, if no rung of `ladder` is it (same backend, same
-    options): a backend forced with $NPUGRAPH_BACKEND, which the MRE runs and the ladder does not."""
-    if any((name, options) == (backend.name, backend.options) for _, name, options in ladder):
-        return None
+) -> tuple[str, str, dict[str, object] | None]:
+    """The rung of the backend the MRE runs: the ladder's with the same backend and options, else
+    one of its own (a backend forced with $NPUGRAPH_BACKEND, which the ladder does not climb)."""
+    for rung in ladder:
+        if rung[1:] == (backend.name, backend.options):
+            return rung
     return f"{backend.name} ({backend.reason})", backend.name, backend.options
+
+
+def captures(backend: str, options: dict[str, object] | None) -> bool:
+    """Whether a rung captures an aclgraph: npugraph_ex, unless force_eager runs its graph as is."""
+    return backend == "npugraph_ex" and not (options or {}).get("force_eager")
 
 
 @dataclass
@@ -467,12 +449,16 @@ def run_rung(
     inputs: tuple[Any, ...],
     again: tuple[Any, ...],
     expected: Eager,
+    recorder: Recorder,
 ) -> tuple[Rung, list[Finding]]:
-    """Compile as the MRE does with one backend, call twice, compare each call's output, the
-    state it left and the inputs it wrote with eager's (the second call's only if the first
-    matched: one cause, named once), and count the graphs the second call compiled."""
+    """Compile as the MRE does with one backend, through `recorder`, which reads the graph for
+    what capture refuses; call twice, compare each call's output, the state it left and the
+    inputs it wrote with eager's (the second call's only if the first matched: one cause, named
+    once), and count the graphs the second call compiled."""
     torch._dynamo.reset()
-    compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=False, options=options)
+    compiled = torch.compile(
+        model, backend=recorder, fullgraph=True, dynamic=False, options=options
+    )
     try:
         with torch.no_grad():
             # From the state the eager reference started from, not from what the last run left:
@@ -488,12 +474,17 @@ def run_rung(
             end_again = save(model)
             recompiled = counters["stats"]["unique_graphs"] - graphs
     except Exception as error:  # noqa: BLE001  (any failure is this rung's answer)
-        text = str(error)
+        if any(isinstance(cause, CaptureRefused) for cause in causes(error)):
+            # Its findings, with their lines, come from the recorder: not captured, not run.
+            return Rung(name, "fail", "not captured: the graph holds what capture refuses"), []
         what, reason = f"{name} fails", first_line(error)
-        if isinstance(error, torch._dynamo.exc.Unsupported):
+        if warning := first_warning(error):
+            # Your tests raise it as an error too: name the warning, not what wraps it.
+            reason = first_line(warning)
+        elif isinstance(error, torch._dynamo.exc.Unsupported):
             # Under fullgraph=True this is a graph break, in the words the MRE prints for it.
             what, reason = "graph break", reason.partition(": ")[2] or reason
-        finding = Finding(what, reason, error_frame(error), hint_for(text))
+        finding = Finding(what, reason, error_frame(error), hint_of(error))
         return Rung(name, "fail", first_line(error)), [finding]
     findings = []
     differ = mismatches(output, expected.output) + state_mismatches(end, expected.end)
@@ -506,10 +497,13 @@ def run_rung(
     ):
         findings.append(differs(name, differ, call="on its second call"))
     if recompiled:
-        hint = RECOMPILE_HINT
-        if project.CACHE_COMPILE:
-            hint += "; a cache_compile recompile also deletes its cache"
         failed, where = guards_failed()
+        if "deterministic" in failed:  # torch_npu guards the NPU's deterministic level
+            hint = DETERMINISTIC_RECOMPILE
+        else:
+            hint = RECOMPILE_HINT
+            if project.CACHE_COMPILE:
+                hint += "; a cache_compile recompile also deletes its cache"
         why = failed or (
             "Dynamo guards on a value that changes (a Python number from a tensor, a changing "
             "attribute)"
@@ -594,9 +588,10 @@ def settings_problem() -> Finding | None:
 
 
 @meta_errors_unlogged()
-def check(ranks: Ranks | None = None) -> Result:
+def check(ranks: Ranks | None = None, ladder: bool = False) -> Result:
     """Run every check on the model of model.py, sharded over `ranks` if given (with tensor
-    parallelism); the result holds the verdict."""
+    parallelism); the result holds the verdict. `ladder` climbs every rung of the
+    fault-isolation ladder, not only when the MRE's backend fails."""
     npu_ok, why = npu_status()
     device = ranks.device if ranks is not None else ("npu" if npu_ok else "cpu")
     result = Result()
@@ -610,7 +605,7 @@ def check(ranks: Ranks | None = None) -> Result:
 
             model = ranks.shard(model, parallel_plan(ranks.size))
     except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
-        hint = hint_for(str(error), EAGER_HINT)
+        hint = hint_of(error, EAGER_HINT)
         found = Finding("build fails", first_line(error), error_frame(error), hint)
         return refused(result, found, "the model does not build: fix that first")
     result.model = type(model).__name__
@@ -620,15 +615,16 @@ def check(ranks: Ranks | None = None) -> Result:
         # Each eager call watched: a tensor it makes or a number it changes out of the state's
         # sight would make every rung start from another state than eager's.
         if project.DECODE:
-            from .decode import first_step, limits, next_step
+            from . import decode
 
-            inputs = to_device(example_inputs(), device)
+            inputs = prompt = to_device(example_inputs(), device)
             if inputs and isinstance(inputs[0], torch.Tensor) and inputs[0].dim() == 2:
-                limits().check_prompt(inputs[0].shape[1])
+                decode.limits().check_prompt(inputs[0].shape[1])
+            built = save(model)
             with torch.no_grad(), watching(model, FIRST_CALL):
                 # Prefill, eagerly: the cache holds the prompt, and the graph is the decode step.
-                inputs = first_step(model, *inputs)
-            again = next_step(*inputs)
+                inputs = decode.first_step(model, *inputs)
+            again = decode.next_step(*inputs)
         else:
             inputs = to_device(example_inputs(), device)
             # New data of the same shapes, as the next inference step would bring.
@@ -644,6 +640,11 @@ def check(ranks: Ranks | None = None) -> Result:
             given_again = clone(again)
             expected.again_output = clone(model(*given_again))
             expected.again_end, expected.again_inputs = save(model), given_again
+        if project.DECODE:
+            # A second request after a whole first one, from the model as built, put back nowhere.
+            restore(model, built)
+            with torch.no_grad():
+                decode.carried_over(model, *prompt)
         # As the first call left it, for the checks below that trace the model.
         restore(model, expected.end)
     except PromptTooLong as error:
@@ -654,12 +655,12 @@ def check(ranks: Ranks | None = None) -> Result:
             "state the tools cannot save", "\n            ".join(error.found), hint=error.fix
         )
         return refused(result, found, "nothing was compared: no run can start from eager's state")
+    except StateCarriedOver as error:
+        found = Finding("state carried to the next request", error.found, hint=error.fix)
+        return refused(result, found, "a request depends on the one before it: fix that first")
     except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
         found = Finding(
-            "eager run fails",
-            first_line(error),
-            error_frame(error),
-            hint_for(str(error), EAGER_HINT),
+            "eager run fails", first_line(error), error_frame(error), hint_of(error, EAGER_HINT)
         )
         return refused(result, found, "the model does not run eagerly: fix that first")
     try:
@@ -681,34 +682,81 @@ def check(ranks: Ranks | None = None) -> Result:
     # The second call brings the same non-tensor values: say what new ones would do.
     result.findings += constants_baked_in(inputs)
     result.findings += fake_problems(calls)
-    result.findings += graph_breaks(model, inputs)
-    ladder = rungs_here(npu_ok)
-    # The last rung is the backend the MRE runs, whatever chose it: ready means ready for that.
-    mine = mre_rung(backend, ladder)
-    for rung in ladder:
-        outcome, findings = run_rung(*rung, model, inputs, again, expected)
-        result.rungs.append(outcome)
-        result.findings += findings
-    if not npu_ok:
-        result.rungs.append(Rung("npugraph_ex rungs", "skipped", f"need an NPU: {why}"))
-    if mine is not None:
-        outcome, findings = run_rung(*mine, model, inputs, again, expected)
-        result.rungs.append(outcome)
-        result.findings += findings
+    result.findings += climb(model, inputs, again, expected, backend, npu_ok, why, ladder, result)
     result.findings = one_per_line(result.findings)
     problems = [f for f in result.findings if f.severity == "problem"]
     warnings = len(result.findings) - len(problems)
     result.verdict = 1 if problems else 0
     if problems:
         result.summary = f"{len(problems)} problem(s): fix them, then run check again"
+    elif npu_ok:
+        result.summary = f"{READY}, captured by npugraph_ex"
     else:
-        result.summary = (
-            "ready for graph mode: one graph, no recompile on new tensors of the same shapes, "
-            "same output and state as eager"
-        )
+        result.summary = f"{READY} under the {backend.name} stand-in; {NOTHING_REFUSED}"
     if warnings:
         result.summary += f"; read the {warnings} warning(s) above"
     return result
+
+
+READY = (
+    "ready for graph mode: one graph, no recompile on new tensors of the same shapes, same output "
+    "and state as eager"
+)
+NOTHING_REFUSED = (
+    "the graph holds nothing aclgraph capture refuses (the npugraph_ex rungs need an NPU)"
+)
+NOT_CLIMBED = "not needed: the MRE's backend matched eager (check --ladder climbs every rung)"
+
+
+def climb(
+    model: torch.nn.Module,
+    inputs: tuple[Any, ...],
+    again: tuple[Any, ...],
+    expected: Eager,
+    backend: Backend,
+    npu_ok: bool,
+    why: str,
+    ladder: bool,
+    result: Result,
+) -> list[Finding]:
+    """The MRE's own rung, compiled once; the graph it compiled read for what capture refuses;
+    and, only when that rung fails or differs from eager (or with `ladder`), the other rungs of
+    the fault-isolation ladder, to name the first stage at fault. Graph breaks are listed, every
+    one, when the MRE's rung stopped at one. The rungs go into `result` in the guide's order."""
+    rungs = rungs_here(npu_ok)
+    mine = mre_rung(backend, rungs)
+    order = [*rungs, *([mine] if mine not in rungs else [])]
+    recorders = {
+        name: Recorder(
+            backend,
+            on_npu=npu_ok,
+            cache_compile=project.CACHE_COMPILE,
+            stop=captures(backend, options),
+        )
+        for name, backend, options in order
+    }
+
+    def run(rung: tuple[str, str, dict[str, object] | None]) -> tuple[Rung, list[Finding]]:
+        return run_rung(*rung, model, inputs, again, expected, recorders[rung[0]])
+
+    outcomes = {mine[0]: run(mine)}
+    failed = outcomes[mine[0]][0].status == "fail"
+    breaks = []
+    if any(stopped(finding) for finding in outcomes[mine[0]][1]):
+        breaks = graph_breaks(model, inputs, recorders[mine[0]])
+    for rung in order:
+        if rung[0] not in outcomes:
+            climbing = failed or ladder
+            outcomes[rung[0]] = (
+                run(rung) if climbing else (Rung(rung[0], "skipped", NOT_CLIMBED), [])
+            )
+    result.rungs = [outcomes[name][0] for name, _, _ in order]
+    if not npu_ok:
+        npu_rungs = Rung("npugraph_ex rungs", "skipped", f"need an NPU: {why}")
+        result.rungs.insert(len(rungs), npu_rungs)
+    found = {(each.code, each.where): each for r in recorders.values() for each in r.found}
+    findings = [finding for name, _, _ in order for finding in outcomes[name][1]]
+    return [*breaks, *capture_findings(list(found.values())), *findings]
 
 
 def refused(result: Result, finding: Finding, summary: str) -> Result:
@@ -766,6 +814,11 @@ def render(result: Result) -> str:
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.add_argument(
+        "--ladder",
+        action="store_true",
+        help="climb every rung of the fault-isolation ladder, also when the MRE's backend works",
+    )
     if project.TENSOR_PARALLEL:
         parser.add_argument(
             "--nproc-per-node",
@@ -792,13 +845,17 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                 print(json.dumps(asdict(result), indent=2) if arguments.json else render(result))
             return result.verdict
         device_type = "npu" if npu_status()[0] else "cpu"
-        with contextlib.redirect_stdout(sys.stderr), tensor_parallel(device_type) as ranks:
-            result = check(ranks)
+        with (
+            contextlib.redirect_stdout(sys.stderr),
+            tensor_parallel(device_type) as ranks,
+            as_the_tests_do(),
+        ):
+            result = check(ranks, arguments.ladder)
         if not ranks.is_first:
             return result.verdict
     else:
-        with contextlib.redirect_stdout(sys.stderr):
-            result = check()
+        with contextlib.redirect_stdout(sys.stderr), as_the_tests_do():
+            result = check(ladder=arguments.ladder)
     print(json.dumps(asdict(result), indent=2) if arguments.json else render(result))
     return result.verdict
 

@@ -23,8 +23,8 @@ import torch._dynamo
 from torch import nn
 from torch._dynamo.utils import counters
 
-from .contract import ContractError, PromptTooLong
-from .state import restore, save
+from .contract import ContractError, PromptTooLong, mismatches
+from .state import State, StateCarriedOver, restore, save, state_mismatches
 
 Step = Callable[[torch.Tensor, torch.Tensor], Any]
 """A decode step: the model, compiled or not, called as step(tokens, input_pos)."""
@@ -171,6 +171,62 @@ def next_step(tokens: torch.Tensor, input_pos: torch.Tensor) -> tuple[torch.Tens
     """Inputs of the step after one on (tokens, input_pos): other tokens, the next position, the
     same shapes. A check calls it again with these to see that a new position compiles nothing."""
     return torch.zeros_like(tokens), input_pos + 1
+
+
+@dataclass
+class Request:
+    """One request served eagerly and greedily: its new tokens, the logits of each call (the
+    prefill's, then each decode step's), and the state its prefill left."""
+
+    tokens: torch.Tensor
+    logits: list[torch.Tensor]
+    after_prefill: State
+
+
+def request(model: nn.Module, prompt: torch.Tensor, new_tokens: int) -> Request:
+    """Serve `prompt` as a new request: prefill from position 0, then decode steps, greedily."""
+    input_pos = torch.arange(prompt.shape[1], device=prompt.device)
+    logits = [logits_of(model(prompt, input_pos)).clone()]
+    after_prefill = save(model)
+    tokens = [logits[-1][:, -1:].argmax(-1)]
+    input_pos = torch.tensor([prompt.shape[1]], device=prompt.device)
+    for _ in range(new_tokens - 1):
+        logits.append(logits_of(model(tokens[-1], input_pos)).clone())
+        tokens.append(logits[-1][:, -1:].argmax(-1))
+        input_pos = input_pos + 1
+    return Request(torch.cat(tokens, dim=1), logits, after_prefill)
+
+
+CARRY_OVER_FIX = (
+    "reset that state when a request starts, in the prefill (input_pos from 0), as the README's "
+    "wrapper resets its cache; or keep it in positions that input_pos names, which a new "
+    "request writes before it reads them"
+)
+
+
+REQUEST_TOKENS = 4
+"""The tokens of each request the carry-over check serves (fewer if the cache cannot hold them)."""
+
+
+def carried_over(model: nn.Module, prompt: torch.Tensor) -> None:
+    """Serve `prompt` twice, the second request right after the whole first, with nothing put back
+    between them: a model whose state reaches the next request gives other tokens or logits the
+    second time. Raise StateCarriedOver naming them and the state that differs after each
+    prefill; leave the model as the second request left it."""
+    new_tokens = max(1, min(REQUEST_TOKENS, limits().max_seq_len - prompt.shape[1]))
+    first = request(model, prompt, new_tokens)
+    second = request(model, prompt, new_tokens)
+    logits = mismatches(second.logits, first.logits)
+    if torch.equal(second.tokens, first.tokens) and not logits:
+        return
+    what = "other logits" if torch.equal(second.tokens, first.tokens) else "other tokens"
+    state = [each.path for each in state_mismatches(second.after_prefill, first.after_prefill)]
+    through = f" through {', '.join(state)}" if state else ""
+    raise StateCarriedOver(
+        f"a second request of the same prompt, served after a whole first one, gives {what} "
+        f"(logits {logits[0]}): the state a request leaves reaches the next one{through}",
+        CARRY_OVER_FIX,
+    )
 
 
 def ensure_recompile_limit(sizes: tuple[int, ...]) -> str | None:

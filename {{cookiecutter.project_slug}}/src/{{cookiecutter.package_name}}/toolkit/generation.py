@@ -49,7 +49,7 @@ from . import project
 from .backend import select_backend
 from .bench import latency
 from .contract import ContractError, describe, to_device
-from .decode import DecodeGraphs, Step, limits, logits_of
+from .decode import DecodeGraphs, Step, carried_over, limits, logits_of
 from .rehearsal import GraphFailure, built, graph_failures, rehearse
 from .report import synchronize
 from .state import restore, save
@@ -261,6 +261,10 @@ def run(
     prompt = prompt_of(batch, backend.device if ranks is None else ranks.device)
     with torch.no_grad():
         start = save(model)
+        # A second request after a whole first one, with nothing put back between them, must
+        # choose the first one's tokens: else refused, naming the state that carried over.
+        carried_over(model, prompt)
+        restore(model, start)
         warmup = graphs.warm_up()
         # Seeded as the MRE is, on every rank: each rank all-reduces to the same logits, so each
         # draws rank 0's tokens.

@@ -132,6 +132,15 @@ def state_mismatches(actual: State, expected: State) -> list[Mismatch]:
     return found
 
 
+class StateCarriedOver(ContractError):
+    """A request reads state that the request before it left (decode.carried_over()): its tokens
+    depend on what was served before. The message is what differs, then the fix."""
+
+    def __init__(self, found: str, fix: str) -> None:
+        super().__init__(f"{found}; {fix}")
+        self.found, self.fix = found, fix
+
+
 Sighting = dict[str, Any]
 """Every tensor the model holds (its buffers, and tensors in its other attributes) and every Python
 number in its attributes, by path: what a call could make or change out of save()'s sight."""
