@@ -1074,18 +1074,25 @@ MUTATIONS = (
     ),
     # The models it works with: the README's table is the last run's, and each model gives it.
     Mutation(
-        "the StaticCache wrapper sizes its cache as hidden_size / heads, not the config's head_dim",
+        "the StaticCache wrapper leaves its cache for the first call to allocate",
         "tests/own_models/static_cache_llama.py",
-        'head_dim = getattr(CONFIG, "head_dim", None) or CONFIG.hidden_size // heads',
-        "head_dim = CONFIG.hidden_size // heads",
-        "tests/test_works_with.py -k 'recorded and Qwen3 and not MoE'",
+        "            self.lm(input_ids=token, cache=self.cache, use_cache=True)\n",
+        "            pass\n",
+        "tests/test_works_with.py -k 'recorded and Llama'",
     ),
     Mutation(
-        "the StaticCache wrapper reads num_key_value_heads, which GPT-2's config has not",
+        "the StaticCache wrapper leaves a recurrent layer's flag for the first call to set",
         "tests/own_models/static_cache_llama.py",
-        'kv_heads = getattr(CONFIG, "num_key_value_heads", None) or heads',
-        "kv_heads = CONFIG.num_key_value_heads",
-        "tests/test_works_with.py -k 'recorded and GPT'",
+        "                layer.has_previous_state = dict.fromkeys(layer.has_previous_state, True)\n",
+        "                pass\n",
+        "tests/test_works_with.py -k 'recorded and Mamba2'",
+    ),
+    Mutation(
+        "the StaticCache wrapper's prefill reads the recurrent states the last request left",
+        "tests/own_models/static_cache_llama.py",
+        "                    state.masked_fill_(input_pos[0] == 0, 0)\n",
+        "                    pass\n",
+        "tests/test_own_models.py -k new_request",
     ),
     Mutation(
         "export-hf reads the head width from config.json's hidden_size, which GPT-2's names n_embd",
