@@ -288,6 +288,40 @@ def test_a_sliding_window_count_gets_the_window_fix():
     assert "sliding window" not in refusal(plain, advance).fix
 
 
+class RecurrentLayer:
+    """A cache layer as transformers' recurrent one (Mamba2's): its states, and a flag per state
+    that its first call sets, saying they hold earlier tokens."""
+
+    def __init__(self) -> None:
+        self.recurrent_states = {0: marked()}
+        self.has_previous_state = {0: False}
+
+
+def test_a_recurrent_layers_flag_gets_the_recurrent_fix():
+    """A has_previous_state flag that a call sets, as a recurrent layer's first call does, is
+    named, with the fix of setting it at build and zeroing the states at each new request, not
+    the sliding window's."""
+    model = nn.Module()
+    model.cache = SimpleNamespace(layers=[RecurrentLayer(), RecurrentLayer()])
+
+    def prefill() -> None:
+        for layer in model.cache.layers:
+            layer.has_previous_state[0] = True
+
+    found = refusal(model, prefill)
+    assert found.found == [
+        (
+            "cache.layers[0].has_previous_state[0], cache.layers[1].has_previous_state[0] went from "
+            "False to True during the call"
+        )
+    ]
+    assert "has_previous_state says they hold earlier tokens: set it True when" in found.fix
+    assert "zero the states in place at each call from position 0" in found.fix
+    assert "sliding window" not in found.fix
+    model.count = 0
+    assert "has_previous_state" not in refusal(model, lambda: setattr(model, "count", 1)).fix
+
+
 def test_a_buffer_that_forward_replaced_is_no_state_out_of_sight():
     """A buffer that forward replaced by a new tensor is state restore() puts back: not refused."""
     model = Counts()
