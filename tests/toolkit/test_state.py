@@ -410,6 +410,44 @@ def test_a_flag_beside_a_tensor_that_appeared_is_part_of_it_and_a_count_is_not()
     assert found.fix == f"{APPEARED_FIX}; and {CHANGED_FIX}"
 
 
+class CountingLazyLayer:
+    """A cache layer as transformers' lazy StaticLayer: a count of tokens in a plain tensor,
+    marked only when its first call allocates its keys, then written."""
+
+    def __init__(self) -> None:
+        self.keys = None
+        self.cumulative_length = torch.zeros((), dtype=torch.long)
+
+    def update(self) -> None:
+        if self.keys is None:
+            self.keys = marked()
+            torch._dynamo.mark_static_address(self.cumulative_length)
+        self.cumulative_length.add_(8)
+
+
+def test_a_count_marked_beside_a_tensor_that_appeared_is_part_of_it():
+    """A tensor in a plain attribute that a call marks beside a tensor it allocates, then
+    writes (transformers' cumulative_length), is named by the allocation alone, and its fix; one
+    that stays unmarked is named as changed."""
+    model = nn.Module()
+    model.cache = SimpleNamespace(layers=[CountingLazyLayer()])
+    found = refusal(model, model.cache.layers[0].update)
+    assert found.found == ["cache.layers[0].keys appeared during the call"]
+    assert found.fix == APPEARED_FIX
+
+    layer = CountingLazyLayer()
+    model.cache = SimpleNamespace(layers=[layer])
+
+    def unmarked_count() -> None:
+        layer.keys = marked()
+        layer.cumulative_length.add_(8)
+
+    assert refusal(model, unmarked_count).found == [
+        "cache.layers[0].cumulative_length changed during the call, held in a plain attribute",
+        "cache.layers[0].keys appeared during the call",
+    ]
+
+
 def test_a_size_set_beside_a_tensor_that_appeared_is_part_of_it():
     """A number first set beside a tensor that appeared (transformers' lazy layers set batch_size)
     allocates it, and is not named on its own."""
