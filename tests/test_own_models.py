@@ -136,8 +136,8 @@ ONE_TOKEN = (
 )
 # What the wrapper does for a recurrent layer's flag, which a user may leave out.
 FLAG_SET = "                layer.has_previous_state = dict.fromkeys(layer.has_previous_state, True)\n"
-# What the wrapper does for a recurrent layer's states at each new request.
-ZEROED = "                    state.masked_fill_(input_pos[0] == 0, 0)\n"
+# Where the wrapper zeroes a recurrent layer's states at each new request.
+ZEROING = '            if hasattr(layer, "recurrent_states"):\n'
 # The cache allocated instead as the wrapper once did: keys and values of one width, head_dim.
 SIZED_BY_HEAD_DIM = (
     "        self.cache.early_initialization(\n"
@@ -165,7 +165,7 @@ REFUSED = {
     ),
     # Mamba2 without the wrapper's one token, nor its zeroing of states that are not there yet.
     "a recurrent layer's states allocated at the first call": (
-        edited(WORKS_WITH["Mamba2"].model, (ONE_TOKEN, ""), (ZEROED, "                    pass\n")),
+        edited(WORKS_WITH["Mamba2"].model, (ONE_TOKEN, ""), (ZEROING, "            if False:\n")),
         "WARN",
         (
             "cache.layers[0].conv_states[0], cache.layers[0].recurrent_states[0], "
