@@ -13,13 +13,14 @@ import importlib.util
 import json
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import tool_runs
 from conftest import bake, package_of, run_in
 from tool_runs import assert_runs_here
 from works_with import CASES as WORKS_WITH
-from works_with import behind_the_wrapper
+from works_with import DEEPSEEK_V3, MAMBA2, behind_the_wrapper
 
 OWN_MODELS = Path(__file__).parent / "own_models"
 
@@ -129,14 +130,24 @@ for command in ("check", "bench", "generate", "profile", "doctor"):
     results[command] = [code, printed.getvalue(), told.getvalue()]
 print("RESULTS " + json.dumps(results))
 """
-# The wrapper's early allocation of the cache, which a user may leave out.
-EARLY_INITIALIZATION = (
-    "        self.cache.early_initialization(MAX_BATCH, kv_heads, head_dim, self.lm.dtype, device)\n"
+# The wrapper's allocation of the cache when it builds the model, which a user may leave out.
+ONE_TOKEN = (
+    "        with torch.no_grad():\n            self.lm(input_ids=token, cache=self.cache, use_cache=True)\n"
+)
+# What the wrapper does for a recurrent layer's flag, which a user may leave out.
+FLAG_SET = "                layer.has_previous_state = dict.fromkeys(layer.has_previous_state, True)\n"
+# Where the wrapper zeroes a recurrent layer's states at each new request.
+ZEROING = '            if hasattr(layer, "recurrent_states"):\n'
+# The cache allocated instead as the wrapper once did: keys and values of one width, head_dim.
+SIZED_BY_HEAD_DIM = (
+    "        self.cache.early_initialization(\n"
+    "            MAX_BATCH, CONFIG.num_key_value_heads, CONFIG.head_dim, self.lm.dtype, device\n"
+    "        )\n"
 )
 REFUSED = {
-    # The wrapper without early_initialization(): StaticCache allocates at the first forward.
+    # The wrapper without its one token at build: StaticCache allocates at the first forward.
     "a cache allocated at the first call": (
-        STATIC_CACHE.replace(EARLY_INITIALIZATION, ""),
+        STATIC_CACHE.replace(ONE_TOKEN, ""),
         "WARN",
         (
             "cache.layers[0].keys, cache.layers[0].values, cache.layers[1].keys, cache.layers[1].values "
@@ -152,9 +163,29 @@ REFUSED = {
             "to 8 during the first call"
         ),
     ),
-    # The head size as hidden_size / heads, 64 // 2, where Qwen3's is 128: the cache's shape is wrong.
+    # Mamba2 without the wrapper's one token, nor its zeroing of states that are not there yet.
+    "a recurrent layer's states allocated at the first call": (
+        edited(WORKS_WITH["Mamba2"].model, (ONE_TOKEN, ""), (ZEROING, "            if False:\n")),
+        "WARN",
+        (
+            "cache.layers[0].conv_states[0], cache.layers[0].recurrent_states[0], "
+            "cache.layers[1].conv_states[0], cache.layers[1].recurrent_states[0] appeared during the "
+            "first call"
+        ),
+    ),
+    # Mamba2's flag left as reset() leaves it: the prefill sets it.
+    "a recurrent layer's flag set at the first call": (
+        edited(WORKS_WITH["Mamba2"].model, (FLAG_SET, "                pass\n")),
+        "WARN",
+        (
+            "cache.layers[0].has_previous_state[0], cache.layers[1].has_previous_state[0] went from "
+            "False to True during the first call"
+        ),
+    ),
+    # DeepSeek-V3's cache sized as early_initialization() sizes one, keys and values of the
+    # config's head_dim: the latent, kv_lora_rank wide, does not fit.
     "a model that fails eagerly": (
-        edited(WORKS_WITH["Qwen3"].model, ('getattr(CONFIG, "head_dim", None) or ', "")),
+        edited(WORKS_WITH["DeepSeek-V3"].model, (ONE_TOKEN, SIZED_BY_HEAD_DIM)),
         "FAIL",
         "RuntimeError: index_copy_(): Source/destination tensor must have same slice shapes.",
     ),
@@ -387,14 +418,55 @@ def test_readme_generation_example_is_the_tested_model(baked):
     assert (OWN_MODELS / "language_model.py").read_text() not in readme
 
 
+OTHER_CACHES = {"Mamba2": ("Mamba2Config", MAMBA2), "DeepSeek-V3": ("DeepseekV3Config", DEEPSEEK_V3)}
+"""The README's examples of the wrapper's other kinds of cache: each family's config class and fields."""
+
+
+@pytest.mark.parametrize("name", OTHER_CACHES)
+def test_readme_examples_of_other_caches_are_the_tested_configs(baked, name):
+    """A decode project's README shows the import and CONFIG of Mamba2 and DeepSeek-V3 that the
+    models tested behind the wrapper are built from (tests/works_with.py), character for character."""
+    config, fields = OTHER_CACHES[name]
+    readme = (baked(workload="decode") / "README.md").read_text()
+    example = f"from transformers import AutoModelForCausalLM, {config}, StaticCache\n\nCONFIG = {config}(\n{fields})\n"
+    assert f"```python\n{example}```" in readme
+    assert WORKS_WITH[name].model == behind_the_wrapper(config, fields)
+
+
+def imported(text: str, folder: Path) -> ModuleType:
+    """model.py with `text`, written to `folder` and imported."""
+    (folder / "model.py").write_text(text)
+    spec = importlib.util.spec_from_file_location(f"model_{folder.name}", folder / "model.py")
+    model = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(model)
+    return model
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("name", ["Llama", *OTHER_CACHES])
+def test_a_new_request_reads_nothing_the_last_one_left(name, tmp_path):
+    """Behind the README's wrapper, a second request's prefill, after the first request's prefill
+    and decode step with nothing restored in between, returns what the first returned: Mamba2's
+    recurrent states are zeroed at position 0, and attention reads no position past the prompt's."""
+    import torch
+
+    model = imported(WORKS_WITH[name].model, tmp_path)
+    torch.manual_seed(0)
+    lm = model.build_model().eval()
+    (prompt,) = model.example_inputs()
+    positions = torch.arange(prompt.shape[1])
+    with torch.no_grad():
+        first = lm(prompt, positions)
+        lm(first[:, -1:].argmax(-1), positions[-1:] + 1)
+        again = lm(prompt, positions)
+    assert torch.equal(again, first)
+
+
 @pytest.mark.full
 def test_the_wrapper_refuses_a_model_with_fewer_positions_than_the_cache(tmp_path):
     """The README's StaticCache wrapper refuses a config whose positions (GPT-2's n_positions)
     stop short of MAX_SEQ_LEN, where a decode step would look up a position with no embedding."""
     gpt2 = "    vocab_size=512,\n    n_embd=64,\n    n_layer=1,\n    n_head=2,\n    n_positions=16,\n"
-    (tmp_path / "model.py").write_text(behind_the_wrapper("GPT2Config", gpt2))
-    spec = importlib.util.spec_from_file_location("gpt2_model", tmp_path / "model.py")
-    model = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(model)
+    model = imported(behind_the_wrapper("GPT2Config", gpt2), tmp_path)
     with pytest.raises(ValueError, match=r"^MAX_SEQ_LEN = 64 exceeds the model's 16 positions$"):
         model.cache_config(model.CONFIG)

@@ -45,6 +45,43 @@ SMALL = "".join(
 )
 
 
+# The README's examples of the other kinds of cache its wrapper holds (section "A transformers
+# Llama with a StaticCache"): a recurrent layer's states, and latent attention's cache.
+MAMBA2 = """\
+    vocab_size=512,
+    hidden_size=64,
+    num_hidden_layers=2,
+    # The SSM's heads, not attention's: num_heads * head_dim = hidden_size * expand (2).
+    num_heads=4,
+    head_dim=32,
+    n_groups=1,
+    state_size=16,
+    chunk_size=16,
+"""
+DEEPSEEK_V3 = """\
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    # A key/value head per head, as in DeepSeek-V3's own config (128 of each; the default 128).
+    num_key_value_heads=2,
+    # What the cache holds per token: a latent of kv_lora_rank and a rotary key of qk_rope_head_dim.
+    kv_lora_rank=32,
+    qk_rope_head_dim=16,
+    q_lora_rank=48,
+    qk_nope_head_dim=16,
+    v_head_dim=32,
+    # A dense first layer, then 4 experts, 2 a token, in one group.
+    first_k_dense_replace=1,
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+    moe_intermediate_size=32,
+    n_group=1,
+    topk_group=1,
+"""
+
+
 def behind_the_wrapper(config: str, fields: str = SMALL) -> str:
     """The README's StaticCache wrapper with CONFIG = config(fields), and its import, in place of
     the Llama's: what a user with another family's config changes, and all they change."""
@@ -119,6 +156,21 @@ CASES = {
                 "    bos_token_id=0,\n    eos_token_id=0,\n",
             ),
             "`GPT2Config`: `n_embd`, `n_layer`, `n_head`, `n_inner`; no `num_key_value_heads`",
+        ),
+        Case(
+            "Mamba2",
+            "decode",
+            behind_the_wrapper("Mamba2Config", MAMBA2),
+            "`Mamba2Config`: no attention, a recurrent layer's conv and SSM states in the cache",
+            must_pass=True,
+        ),
+        Case(
+            "DeepSeek-V3",
+            "decode",
+            behind_the_wrapper("DeepseekV3Config", DEEPSEEK_V3),
+            "`DeepseekV3Config`: latent attention, its cache a latent (`kv_lora_rank`) and a rotary "
+            "key (`qk_rope_head_dim`); 4 experts, 2 a token",
+            must_pass=True,
         ),
         Case(
             "BERT",

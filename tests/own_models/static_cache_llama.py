@@ -58,12 +58,19 @@ class StaticCacheLM(nn.Module):
         tool saves the state the model starts from, and the cache is part of it."""
         # Sliding-window cache layers count tokens in a Python int: graph mode would bake it in.
         self.cache = StaticCache(config=cache_config(CONFIG), max_cache_len=MAX_SEQ_LEN)
-        # The sizes the model's attention uses: a config's own head_dim (Qwen3's, Gemma's) before
-        # hidden_size / heads, and a KV head per head where a config has no grouped queries (GPT-2).
-        heads = CONFIG.num_attention_heads
-        head_dim = getattr(CONFIG, "head_dim", None) or CONFIG.hidden_size // heads
-        kv_heads = getattr(CONFIG, "num_key_value_heads", None) or heads
-        self.cache.early_initialization(MAX_BATCH, kv_heads, head_dim, self.lm.dtype, device)
+        # One token through the model makes each layer allocate its tensors in the sizes it
+        # writes: keys and values (DeepSeek-V3's are a latent and a rotary key, of two widths),
+        # or the conv and SSM states of a recurrent layer (Mamba2's). reset() zeroes them.
+        token = torch.zeros(MAX_BATCH, 1, dtype=torch.long, device=device)
+        with torch.no_grad():
+            self.lm(input_ids=token, cache=self.cache, use_cache=True)
+        self.cache.reset()
+        for layer in self.cache.layers:
+            if hasattr(layer, "has_previous_state"):
+                # A recurrent layer reads its states only where this Python flag says they hold
+                # earlier tokens: set it once, for good (graph mode bakes a flag in), and let
+                # forward zero the states at each new request instead.
+                layer.has_previous_state = dict.fromkeys(layer.has_previous_state, True)
 
     def _apply(self, fn, recurse=True):
         # model.to(device) moves parameters and buffers; a StaticCache is neither: allocate it
@@ -76,10 +83,17 @@ class StaticCacheLM(nn.Module):
         batch = tokens.shape[0]
         # The cache has MAX_BATCH rows: pad a smaller batch up to them.
         tokens = torch.cat([tokens, tokens.new_zeros(MAX_BATCH - batch, tokens.shape[1])])
-        # StaticCache writes where its own count of tokens says: set the count to input_pos, in
-        # place, so that the writes land at input_pos (transformers 5 takes no cache_position).
         for layer in self.cache.layers:
-            layer.cumulative_length.copy_(input_pos[0])
+            # An attention layer writes where its own count of tokens says: set the count to
+            # input_pos, in place, so that the writes land there (transformers 5 takes no
+            # cache_position).
+            if hasattr(layer, "cumulative_length"):
+                layer.cumulative_length.copy_(input_pos[0])
+            # A recurrent layer holds no positions, only what the tokens before left: a new
+            # request (input_pos from 0) starts from zeros, not from the last request's states.
+            if hasattr(layer, "recurrent_states"):
+                for state in [*layer.conv_states.values(), *layer.recurrent_states.values()]:
+                    state.masked_fill_(input_pos[0] == 0, 0)
         positions = input_pos.expand(MAX_BATCH, -1)
         output = self.lm(input_ids=tokens, position_ids=positions, cache=self.cache, use_cache=True)
         return output.logits[:batch]

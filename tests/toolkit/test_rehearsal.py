@@ -204,7 +204,7 @@ def test_a_plain_tensor_attribute_a_call_changes_is_refused_naming_it(monkeypatc
 
 class Layer:
     """A cache layer allocated at its first update, as transformers' StaticCache allocates one
-    without early_initialization()."""
+    where nothing allocates it first."""
 
     def update(self, x: torch.Tensor) -> torch.Tensor:
         if not hasattr(self, "keys"):
@@ -231,7 +231,10 @@ def test_a_tensor_made_at_the_first_call_is_refused_naming_it(monkeypatch, tool,
         "  cache.layers[0].keys appeared during the first call",
         (
             "  fix: allocate every tensor the model keeps when build_model() builds it, not at its "
-            "first call (a transformers StaticCache: call its early_initialization() there)"
+            "first call (a transformers StaticCache: run one token through the model there, then "
+            "empty the cache with its reset(); its early_initialization() gives keys and values one "
+            "width and allocates no recurrent layer's states: README, section 'A transformers Llama "
+            "with a StaticCache')"
         ),
     ]
 

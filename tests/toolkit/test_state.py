@@ -288,6 +288,40 @@ def test_a_sliding_window_count_gets_the_window_fix():
     assert "sliding window" not in refusal(plain, advance).fix
 
 
+class RecurrentLayer:
+    """A cache layer as transformers' recurrent one (Mamba2's): its states, and a flag per state
+    that its first call sets, saying they hold earlier tokens."""
+
+    def __init__(self) -> None:
+        self.recurrent_states = {0: marked()}
+        self.has_previous_state = {0: False}
+
+
+def test_a_recurrent_layers_flag_gets_the_recurrent_fix():
+    """A has_previous_state flag that a call sets, as a recurrent layer's first call does, is
+    named, with the fix of setting it at build and zeroing the states at each new request, not
+    the sliding window's."""
+    model = nn.Module()
+    model.cache = SimpleNamespace(layers=[RecurrentLayer(), RecurrentLayer()])
+
+    def prefill() -> None:
+        for layer in model.cache.layers:
+            layer.has_previous_state[0] = True
+
+    found = refusal(model, prefill)
+    assert found.found == [
+        (
+            "cache.layers[0].has_previous_state[0], cache.layers[1].has_previous_state[0] went from "
+            "False to True during the call"
+        )
+    ]
+    assert "has_previous_state says they hold earlier tokens: set it True when" in found.fix
+    assert "zero the states in place at each call from position 0" in found.fix
+    assert "sliding window" not in found.fix
+    model.count = 0
+    assert "has_previous_state" not in refusal(model, lambda: setattr(model, "count", 1)).fix
+
+
 def test_a_buffer_that_forward_replaced_is_no_state_out_of_sight():
     """A buffer that forward replaced by a new tensor is state restore() puts back: not refused."""
     model = Counts()
@@ -374,6 +408,44 @@ def test_a_flag_beside_a_tensor_that_appeared_is_part_of_it_and_a_count_is_not()
         "cache.layers[0].count went from 0 to 1 during the call",
     ]
     assert found.fix == f"{APPEARED_FIX}; and {CHANGED_FIX}"
+
+
+class CountingLazyLayer:
+    """A cache layer as transformers' lazy StaticLayer: a count of tokens in a plain tensor,
+    marked only when its first call allocates its keys, then written."""
+
+    def __init__(self) -> None:
+        self.keys = None
+        self.cumulative_length = torch.zeros((), dtype=torch.long)
+
+    def update(self) -> None:
+        if self.keys is None:
+            self.keys = marked()
+            torch._dynamo.mark_static_address(self.cumulative_length)
+        self.cumulative_length.add_(8)
+
+
+def test_a_count_marked_beside_a_tensor_that_appeared_is_part_of_it():
+    """A tensor in a plain attribute that a call marks beside a tensor it allocates, then
+    writes (transformers' cumulative_length), is named by the allocation alone, and its fix; one
+    that stays unmarked is named as changed."""
+    model = nn.Module()
+    model.cache = SimpleNamespace(layers=[CountingLazyLayer()])
+    found = refusal(model, model.cache.layers[0].update)
+    assert found.found == ["cache.layers[0].keys appeared during the call"]
+    assert found.fix == APPEARED_FIX
+
+    layer = CountingLazyLayer()
+    model.cache = SimpleNamespace(layers=[layer])
+
+    def unmarked_count() -> None:
+        layer.keys = marked()
+        layer.cumulative_length.add_(8)
+
+    assert refusal(model, unmarked_count).found == [
+        "cache.layers[0].cumulative_length changed during the call, held in a plain attribute",
+        "cache.layers[0].keys appeared during the call",
+    ]
 
 
 def test_a_size_set_beside_a_tensor_that_appeared_is_part_of_it():

@@ -8,7 +8,7 @@ with eager starts each side from the same saved state and compares the state aft
 
 What a call makes or changes outside that state, save() cannot keep and restore() cannot put back:
 a tensor that appears at the first call (a cache allocated lazily, as transformers' StaticCache is
-without early_initialization()), a Python number that a call sets for the first time (a counter
+where nothing allocates it first), a Python number that a call sets for the first time (a counter
 started at the first call), or one that a call advances (transformers' sliding-window cache layers
 count tokens in one; a counter on the model's class, or in its module's globals). Runs compared from "the same state" would then start from different ones,
 and Dynamo bakes each such number into the graph, so every new value compiles another. The same
@@ -159,7 +159,9 @@ OUT_OF_SIGHT = (
 )
 APPEARED_FIX = (
     "allocate every tensor the model keeps when build_model() builds it, not at its first call "
-    "(a transformers StaticCache: call its early_initialization() there)"
+    "(a transformers StaticCache: run one token through the model there, then empty the cache "
+    "with its reset(); its early_initialization() gives keys and values one width and allocates "
+    "no recurrent layer's states: README, section 'A transformers Llama with a StaticCache')"
 )
 SET_FIX = "set every number the model keeps when build_model() builds it, not at its first call"
 CHANGED_FIX = (
@@ -175,6 +177,12 @@ WINDOW_FIX = (
     "; transformers' sliding-window cache layers count tokens in a Python int "
     "(cumulative_length_int): turn the sliding window off when MAX_SEQ_LEN fits in it (README, "
     "section 'A transformers Llama with a StaticCache')"
+)
+RECURRENT_FIX = (
+    "; transformers' recurrent cache layers (Mamba2's) read their states only where the flag "
+    "has_previous_state says they hold earlier tokens: set it True when build_model() builds "
+    "the model, and zero the states in place at each call from position 0, a new request "
+    "(README, section 'A transformers Llama with a StaticCache')"
 )
 
 
@@ -289,10 +297,14 @@ def out_of_sight(
         flag = isinstance(value, bool) and owner(path) in allocated
         if isinstance(old, NUMBER) and not flag and not same_number(old, value):
             changes.setdefault((repr(old), repr(value)), []).append(path)
+    # So is a tensor there that the allocation marks, and a call then writes (transformers' lazy
+    # cache layers mark their count of tokens, cumulative_length, when they allocate their keys).
     changed_tensors = [
         path
         for path, copy in unkept_before.items()
-        if isinstance(after.get(path), torch.Tensor) and not same_tensor(copy, after[path])
+        if isinstance(after.get(path), torch.Tensor)
+        and not same_tensor(copy, after[path])
+        and not (owner(path) in allocated and is_marked(after[path]))
     ]
     found, fixes = [], []
     if changed_tensors:
@@ -310,7 +322,10 @@ def out_of_sight(
     if changes:
         changed = [path for paths in changes.values() for path in paths]
         window = any(path.endswith(".cumulative_length_int") for path in changed)
-        fixes.append(CHANGED_FIX + (WINDOW_FIX if window else ""))
+        recurrent = any(".has_previous_state[" in path for path in changed)
+        fixes.append(
+            CHANGED_FIX + (WINDOW_FIX if window else "") + (RECURRENT_FIX if recurrent else "")
+        )
     return StateOutOfSight(found, "; and ".join(fixes)) if found else None
 
 
