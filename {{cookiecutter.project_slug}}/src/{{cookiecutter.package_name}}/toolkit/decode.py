@@ -198,9 +198,10 @@ def request(model: nn.Module, prompt: torch.Tensor, new_tokens: int) -> Request:
 
 
 CARRY_OVER_FIX = (
-    "reset that state when a request starts, in the prefill (input_pos from 0), as the README's "
-    "wrapper resets its cache; or keep it in positions that input_pos names, which a new "
-    "request writes before it reads them"
+    "reset that state when a request starts (a call from input_pos 0), as the README's wrapper "
+    "zeroes a recurrent layer's states (README, section 'A transformers Llama with a "
+    "StaticCache'); or keep it at the positions input_pos names, which a request writes before "
+    "it reads them"
 )
 
 
