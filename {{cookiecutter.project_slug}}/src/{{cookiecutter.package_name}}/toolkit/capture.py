@@ -313,9 +313,17 @@ class Recorder:
     with a problem is not compiled: CaptureRefused names it, instead of capture's error code."""
 
     def __init__(
-        self, backend: str, *, on_npu: bool, cache_compile: bool, stop: bool = False
+        self,
+        backend: str,
+        *,
+        on_npu: bool,
+        cache_compile: bool,
+        stop: bool = False,
+        compiler: Callable | None = None,
     ) -> None:
-        self.backend = backend
+        self.backend, self.compiler = backend, compiler
+        """The backend's compiler: torch's for `backend`'s name, unless given (one this recorder
+        stands in for under that name)."""
         self.on_npu, self.cache_compile, self.stop = on_npu, cache_compile, stop
         self.found: list[Refusal] = []
 
@@ -336,4 +344,5 @@ class Recorder:
         found = self.read([graph])
         if self.stop and any(each.severity == PROBLEM for each in found):
             raise CaptureRefused(found)
-        return torch._dynamo.lookup_backend(self.backend)(graph, example_inputs, **options)
+        compiler = self.compiler or torch._dynamo.lookup_backend(self.backend)
+        return compiler(graph, example_inputs, **options)

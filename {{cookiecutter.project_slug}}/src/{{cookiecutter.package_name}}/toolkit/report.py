@@ -5,17 +5,19 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from unittest.mock import patch
 
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
 from . import project
-from .backend import Backend
+from .backend import Backend, select_backend
+from .capture import Recorder, Refusal
 from .contract import constant_inputs, constant_note, describe_tree
 
 if TYPE_CHECKING:
@@ -101,39 +103,72 @@ def first_call(backend: Backend) -> Iterator[FirstCall]:
         )
 
 
-def print_report(
-    backend: Backend,
-    config: dict[str, object] | None,
-    dummy_input: tuple[Any, ...],
-    output: Any,
-    call: FirstCall,
+@contextmanager
+def graphs_read(backend: Backend) -> Iterator[Recorder]:
+    """Each graph the block compiles with `backend`'s name, read for what aclgraph capture
+    refuses (capture.py) as it is compiled, then compiled as it would be: the MRE names the
+    backend by its name, which Dynamo looks up when torch.compile() is called."""
+    registry = torch._dynamo.backends.registry
+    compiler = registry.lookup_backend(backend.name)
+    recorder = Recorder(
+        backend.name,
+        on_npu=backend.is_npugraph_ex,
+        cache_compile=project.CACHE_COMPILE,
+        compiler=compiler,
+    )
+    with patch.dict(registry._COMPILER_FNS, {backend.name: recorder}):
+        yield recorder
+
+
+def report(
+    infer_one_step: Callable[[], Any],
+    example_inputs: Callable[[], tuple[Any, ...]],
     ranks: Ranks | None = None,
-) -> None:
-    """Print the report of one MRE run.
+) -> Any:
+    """Run the MRE's infer_one_step() and print what ran, where, why and what it compiled; what
+    aclgraph capture would refuse in its graph, if anything, in one line. Its output.
 
     A tensor-parallel MRE passes its ranks: then rank 0 alone prints, after every rank has sent
-    its first call, and the report gains a `ranks` row.
+    its run, and the report gains a `ranks` row.
     """
+    backend = select_backend()
+    with graphs_read(backend) as recorder, first_call(backend) as call:
+        output = infer_one_step()
+    # As infer_one_step() moves them: example_inputs() are on the CPU.
+    dummy_input = [x.to(backend.device) if torch.is_tensor(x) else x for x in example_inputs()]
     if ranks is not None:
         # A step is as slow as its slowest rank; every rank must take part in the gather.
         calls = [FirstCall(*each) for each in ranks.gather((call.seconds, call.graphs))]
         if not ranks.is_first:
-            return
+            return output
     compiled = f"{call.graphs} graph{'s' * (call.graphs != 1)}"
     if project.CACHE_COMPILE and call.graphs == 0:
         compiled = "no graph: loaded from the cache_compile cache"
     rows = [
         ("backend", f"{backend.name} ({backend.reason})"),
-        ("options", config if config else "none (only npugraph_ex takes options)"),
-        ("input", describe_tree(dummy_input)),
-        *constant_rows(dummy_input),
+        ("options", backend.options if backend.options else "none (only npugraph_ex takes options)"),
+        ("input", describe_tree(tuple(dummy_input))),
+        *constant_rows(tuple(dummy_input)),
         ("output", describe_tree(output)),
         ("first call", f"{call.seconds:.2f} s, {compiled} (compile and capture included)"),
     ]
     if ranks is not None:
         rows.append(("ranks", ranks_row(ranks, calls)))
+    if refused := [each for each in recorder.found if each.severity == "problem"]:
+        rows.append(("capture", capture_row(refused)))
     for name, value in rows:
         print(f"{name:<11} {value}")
+    return output
+
+
+def capture_row(refused: list[Refusal]) -> str:
+    """One line: the NPU will not capture this graph, what and where, and where to read more."""
+    first = refused[0]
+    more = f" and {len(refused) - 1} more" if len(refused) > 1 else ""
+    return (
+        f"an NPU will not capture this graph: {first.code} {first.what} at {first.where}{more}; "
+        f"`python -m {project.PACKAGE} check` names each with its fix"
+    )
 
 
 def constant_rows(dummy_input: tuple[Any, ...]) -> list[tuple[str, str]]:
