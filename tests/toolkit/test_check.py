@@ -529,9 +529,11 @@ def test_a_forced_backend_the_ladder_climbs_is_not_run_again(capsys, monkeypatch
 def test_check_names_the_backend_the_mre_reports(capsys, monkeypatch):
     """The MRE and check's last rung name the same backend, forced by NPUGRAPH_BACKEND."""
     from forward_project import mre
+    from forward_project.model import example_inputs
+    from forward_project.toolkit.report import report
 
     monkeypatch.setenv(BACKEND_ENV, "check_test_drops_writes")
-    mre.infer_one_step()
+    report(mre.infer_one_step, example_inputs)
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("backend ")]
     assert check.main(["--json"]) == 0  # the sample model keeps no state: nothing to lose
     last = json.loads(capsys.readouterr().out)["rungs"][-1]
@@ -581,11 +583,14 @@ def test_a_decode_model_that_fails_at_prefill_is_named_as_built(capsys, monkeypa
     """A decode model that builds and fails at its prefill is named, and its eager run, not its
     build, is what fails: exit 2."""
     monkeypatch.setattr(decode_model, "build_model", FailsToDecode)
-    assert decode_check.main([]) == 2
-    report = capsys.readouterr().out.splitlines()
-    assert report[0] == "model       FailsToDecode"
-    assert report[1] == "problem     eager run fails: ValueError: bad input"
-    assert report[-1] == "the model does not run eagerly: fix that first"
+    assert decode_check.main(["--json"]) == 2
+    result = json.loads(capsys.readouterr().out)
+    (found,) = result["findings"]
+    assert (result["model"], found["code"], found["reason"]) == (
+        "FailsToDecode",
+        check.EAGER_FAILS,
+        "ValueError: bad input",
+    )
 
 
 @pytest.mark.parametrize(
@@ -601,10 +606,10 @@ def test_decode_settings_that_generate_refuses_are_refused_before_anything_runs(
     """CAPTURE_SIZES that generate, bench and the tests refuse: check refuses them too, naming the
     rule, before the model runs: exit 2, never "ready"."""
     monkeypatch.setattr(decode_model, "CAPTURE_SIZES", sizes)
-    assert decode_check.main([]) == 2
-    report = capsys.readouterr().out.splitlines()
-    assert report[1].startswith(f"problem     decode settings: {told}")
-    assert report[-1] == "model.py's settings are wrong: fix them first"
+    assert decode_check.main(["--json"]) == 2
+    (found,) = json.loads(capsys.readouterr().out)["findings"]
+    assert found["code"] == check.SETTINGS
+    assert found["reason"].startswith(told)
 
 
 def test_tolerances_that_break_the_contract_are_refused_in_one_finding(capsys, project):
@@ -654,7 +659,7 @@ def test_a_model_that_fails_eagerly_is_checked_no_further(capsys, project):
                 "where": f"{__file__}:{line_of('check must point at this line')} (forward)",
                 "hint": "it fails before graph mode runs: fix model.py at the line named (`where`)",
                 "severity": "problem",
-                "code": "",
+                "code": check.EAGER_FAILS,
                 "path": "",
                 "mismatches": [],
             }
@@ -951,7 +956,7 @@ def test_problems_and_warnings_are_counted_apart(capsys, project):
         "where": "",
         "hint": check.hint_for("non-tensor"),
         "severity": "warning",
-        "code": "",
+        "code": check.NON_TENSOR_OUTPUT,
         "path": "",
         "mismatches": [],
     }
@@ -1047,9 +1052,9 @@ def test_on_an_npu_the_model_and_inputs_go_to_the_npu_and_climb_its_rungs(capsys
     assert code == 0, result
 
 
-def test_the_report_lays_out_findings_then_rungs_then_the_summary():
-    """The report: the model, each finding (its reason, each of the other leaves, where, the
-    hint), each rung, a blank line, the summary."""
+def test_the_report_lays_out_findings_then_rungs_then_the_summary(snapshot):
+    """The report: the model, each finding (its code, its reason, each of the other leaves,
+    where, the hint), each rung, a blank line, the summary: the reviewed layout."""
     differs = check.Finding(
         "aot_eager differs from eager",
         "['a']: far off; and ['b'], ['c']",
@@ -1059,26 +1064,13 @@ def test_the_report_lays_out_findings_then_rungs_then_the_summary():
             Mismatch("['b']", "off too"),
             Mismatch("['c']", "off as well"),
         ],
+        code=check.DIFFERS,
     )
-    broken = check.Finding("graph break", "print", "model.py:3 (forward)", "remove it")
-    quiet = check.Finding("non-tensor output", "an int", severity="warning")
+    broken = check.Finding("graph break", "print", "model.py:3 (forward)", "remove it", code="CHK001")
+    quiet = check.Finding("non-tensor output", "an int", severity="warning", code="CHK007")
     rungs = [check.Rung("eager", "ok", "matches eager"), check.Rung("aot_eager", "fail")]
     result = check.Result(1, "2 problem(s)", "Tiny", [differs, broken, quiet], rungs)
-    assert check.render(result).splitlines() == [
-        "model       Tiny",
-        "problem     aot_eager differs from eager: ['a']: far off; and ['b'], ['c']",
-        "            also ['b']: off too",
-        "            also ['c']: off as well",
-        "            hint: set TOLERANCES",
-        "problem     graph break: print",
-        "            at model.py:3 (forward)",
-        "            hint: remove it",
-        "warning     non-tensor output: an int",
-        "rung        eager                        ok  matches eager",
-        "rung        aot_eager                    fail",
-        "",
-        "2 problem(s)",
-    ]
+    assert check.render(result) == snapshot
 
 
 def test_the_report_says_when_the_model_did_not_build():
@@ -1630,7 +1622,7 @@ def test_on_an_npu_what_capture_refuses_is_named_before_any_capture(
     compiles."""
     on_a_simulated_npu(monkeypatch, project)
     code, result = run_check(capsys, project, lambda: CopiesToTheHost(3, 3), torch.ones(2, 3))
-    (found,) = [finding for finding in result["findings"] if finding["code"]]
+    (found,) = [finding for finding in result["findings"] if finding["code"].startswith("CAP")]
     assert (code, found["code"]) == (1, "CAP002")
     assert found["where"] == f"{__file__}:{line_of('copied to the host here')} (forward)"
     assert [options.get("force_eager") for options in npugraph_ex_compiles] == [True]

@@ -42,7 +42,7 @@ def run(capsys, doctor: ModuleType, *arguments: str) -> tuple[int, str]:
 def line_of(report: str, name: str) -> str:
     """The report's line for one check, with its fix line if it has one."""
     lines = report.splitlines()
-    (index,) = (i for i, line in enumerate(lines) if line.split()[1:2] == [name])
+    (index,) = (i for i, line in enumerate(lines) if line.split()[2:3] == [name])
     has_fix = index + 1 < len(lines) and lines[index + 1].strip().startswith("fix:")
     return "\n".join(lines[index : index + 1 + has_fix])
 
@@ -64,7 +64,7 @@ def test_capture_sizes_out_of_order_fail_with_the_fix(capsys, monkeypatch):
     monkeypatch.setattr(decode_model, "CAPTURE_SIZES", (2, 1))
     code, report = run(capsys, decode_doctor)
     line = line_of(report, "decode")
-    assert line.startswith("FAIL  decode")
+    assert line.split()[:3] == ["FAIL", "DOC016", "decode"]
     assert "CAPTURE_SIZES = (2, 1) must be positive and strictly increasing" in line
     assert "fix: fix model.py: README, section 'Generation'" in line
     assert code != 2
@@ -121,9 +121,9 @@ def refusing_plan(monkeypatch):
 def test_ranks_and_plan_pass_by_default(capsys):
     """With one rank, the default, the model splits and the ranks have what they need."""
     _, report = run(capsys, parallel_doctor)
-    status, _, detail = line_of(report, "ranks").split(maxsplit=2)
+    status, _, _, detail = line_of(report, "ranks").split(maxsplit=3)
     assert (status, detail.split()[0]) == ("OK", "1")
-    status, _, detail = line_of(report, "plan").split(maxsplit=2)
+    status, _, _, detail = line_of(report, "plan").split(maxsplit=3)
     assert (status, detail.split()[:2]) == ("OK", ["parallel_plan(1)", "splits"])
 
 
@@ -140,7 +140,7 @@ def test_a_plan_that_refuses_the_ranks_means_nothing_can_run(capsys, refusing_pl
     """parallel_plan() raising for this many ranks is a FAIL with its message: exit 2."""
     code, report = run(capsys, parallel_doctor, "--nproc-per-node", "3")
     assert code == 2
-    status, _, detail = line_of(report, "plan").split(maxsplit=2)
+    status, _, _, detail = line_of(report, "plan").split(maxsplit=3)
     assert status == "FAIL"
     assert detail.startswith("ValueError: 8 heads cannot be split across 3 ranks")
 
@@ -151,7 +151,7 @@ def test_a_model_py_without_parallel_plan_is_a_fail_naming_it(capsys, monkeypatc
     monkeypatch.delattr(parallel_model, "parallel_plan")
     code, report = run(capsys, parallel_doctor)
     assert code == 2
-    status, _, detail = line_of(report, "plan").split(maxsplit=2)
+    status, _, _, detail = line_of(report, "plan").split(maxsplit=3)
     assert status == "FAIL"
     assert detail.startswith("ImportError: cannot import name 'parallel_plan'")
 
@@ -185,7 +185,7 @@ def test_a_missing_process_group_backend_means_nothing_can_run(capsys, monkeypat
         needed = "gloo"
     code, report = run(capsys, parallel_doctor)
     assert code == 2
-    status, _, detail = line_of(report, "ranks").split(maxsplit=2)
+    status, _, _, detail = line_of(report, "ranks").split(maxsplit=3)
     assert status == "FAIL"
     assert detail.startswith(f"torch.distributed has no {needed} backend")
 

@@ -4,6 +4,7 @@ its status, its fix, and whether it stops the MRE."""
 import importlib
 import json
 import platform
+import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -833,22 +834,22 @@ def test_the_fallback_verdict_points_at_the_lines_above():
     assert doctor.verdict([Check("torch_npu", "FAIL", "not installed"), fallback]) == (1, summary)
 
 
-def test_the_report_aligns_names_shows_fixes_only_for_problems_and_ends_with_the_verdict():
-    """One line per check, names padded to the longest; a fix line under WARN and FAIL only; a
-    blank line, then the verdict."""
+def test_the_report_aligns_names_shows_fixes_only_for_problems_and_ends_with_the_verdict(snapshot):
+    """One line per check, its code, names padded to the longest; a fix line under WARN and FAIL
+    only; a blank line, then the verdict: the reviewed layout."""
     checks = [
         Check("python", "OK", "3.11", "never shown"),
         Check("mre-backend", "WARN", "aot_eager: no NPU", "run on an NPU"),
         Check("npu", "FAIL", "no NPU visible"),
     ]
-    assert doctor.render(checks, "the verdict") == (
-        "OK    python       3.11\n"
-        "WARN  mre-backend  aot_eager: no NPU\n"
-        "                   fix: run on an NPU\n"
-        "FAIL  npu          no NPU visible\n"
-        "\n"
-        "the verdict"
-    )
+    assert doctor.render(checks, "the verdict") == snapshot
+
+
+def test_every_check_has_its_own_stable_code():
+    """Each check the doctor can run has a code of its own, DOC and three digits."""
+    assert len(set(doctor.CODES.values())) == len(doctor.CODES)
+    assert all(re.fullmatch(r"DOC\d{3}", code) for code in doctor.CODES.values())
+    assert Check("npu", "OK", "").code == doctor.CODES["npu"]
 
 
 @pytest.fixture
@@ -863,18 +864,14 @@ def two_checks(monkeypatch):
 
     monkeypatch.setattr(doctor, "CHECKS", (checks,))
     monkeypatch.setattr(doctor, "RANK_CHECKS", ())
+    return checks
 
 
 def test_the_doctor_prints_its_report_and_exits_with_the_verdict(capsys, two_checks):
     """Without options: the report on stdout, exit 1 for a fallback."""
     assert doctor.main([]) == 1
-    assert capsys.readouterr().out == (
-        "OK    python       3.11\n"
-        "WARN  mre-backend  aot_eager: no NPU\n"
-        "                   fix: run on an NPU\n"
-        "\n"
-        f"{FALLBACK}\n"
-    )
+    printed = capsys.readouterr().out
+    assert printed == doctor.render(two_checks(), FALLBACK) + "\n"
 
 
 def test_json_is_one_indented_object_with_verdict_summary_and_checks(capsys, two_checks):
@@ -886,13 +883,21 @@ def test_json_is_one_indented_object_with_verdict_summary_and_checks(capsys, two
         "verdict": 1,
         "summary": FALLBACK,
         "checks": [
-            {"name": "python", "status": "OK", "detail": "3.11", "fix": "", "blocking": False},
+            {
+                "name": "python",
+                "status": "OK",
+                "detail": "3.11",
+                "fix": "",
+                "blocking": False,
+                "code": "DOC001",
+            },
             {
                 "name": "mre-backend",
                 "status": "WARN",
                 "detail": "aot_eager: no NPU",
                 "fix": "run on an NPU",
                 "blocking": False,
+                "code": "DOC011",
             },
         ],
     }

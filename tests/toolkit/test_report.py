@@ -9,7 +9,7 @@ import torch
 
 from cache_project.toolkit import report as cache_report
 from forward_project.toolkit import report
-from forward_project.toolkit.backend import select_backend
+from forward_project.toolkit.backend import NPUGRAPH_EX_OPTIONS, Backend, select_backend
 from forward_project.toolkit.contract import describe_tree
 from forward_project.toolkit.report import NoGraphError, first_call
 
@@ -19,7 +19,7 @@ def test_the_report_names_each_non_tensor_input(capsys):
     backend = select_backend()
     dummy_input = (torch.ones(3), 0.5)
     call = report.FirstCall(0.1, 1)
-    report.print_report(backend, None, dummy_input, torch.ones(3), call)
+    report.print_report(backend, dummy_input, torch.ones(3), call)
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("constant")]
     assert row.startswith("constant    [1]: float 0.5 is baked into the graph as a constant")
     assert "; pass a 0-d tensor, torch.tensor(0.5)" in row
@@ -28,24 +28,24 @@ def test_the_report_names_each_non_tensor_input(capsys):
 def test_the_report_has_a_row_for_every_non_tensor_input(capsys):
     """Two constant inputs: a `constant` row each, in input order."""
     dummy_input = (torch.ones(3), 0.5, 2)
-    report.print_report(select_backend(), None, dummy_input, torch.ones(3), report.FirstCall(0.1, 1))
+    report.print_report(select_backend(), dummy_input, torch.ones(3), report.FirstCall(0.1, 1))
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("constant")]
     assert [row.split()[1] for row in rows] == ["[1]:", "[2]:"]
 
 
 @pytest.mark.parametrize(
-    ("config", "call", "options", "first_call"),
+    ("backend", "call", "options", "first_call"),
     [
-        (None, (0.126, 1), "none (only npugraph_ex takes options)", "0.13 s, 1 graph"),
-        ({"frozen_parameter": True}, (2.5, 2), "{'frozen_parameter': True}", "2.50 s, 2 graphs"),
+        (select_backend(), (0.126, 1), "none (only npugraph_ex takes options)", "0.13 s, 1 graph"),
+        (Backend("npugraph_ex", "cpu", "a test"), (2.5, 2), str(NPUGRAPH_EX_OPTIONS), "2.50 s, 2 graphs"),
     ],
+    ids=["stand-in", "npugraph_ex"],
 )
-def test_the_report_reads_row_by_row(capsys, config, call, options, first_call):
+def test_the_report_reads_row_by_row(capsys, backend, call, options, first_call):
     """Each row of the report: the backend and why, its options, the input and the output, and
     the first call's time and graphs (one graph, or several)."""
-    backend = select_backend()
     dummy_input, output = (torch.ones(2),), torch.zeros(3)
-    report.print_report(backend, config, dummy_input, output, report.FirstCall(*call))
+    report.print_report(backend, dummy_input, output, report.FirstCall(*call))
     assert capsys.readouterr().out.splitlines()[:5] == [
         f"backend     {backend.name} ({backend.reason})",
         f"options     {options}",
@@ -95,9 +95,7 @@ def test_a_first_call_that_compiles_a_graph_counts_it():
 def test_a_first_call_that_loaded_the_cache_says_so(capsys, module, graphs, said):
     """In cache_compile mode a first call that compiled no graph loaded the cache, and the report
     says so; one that compiled counts its graphs, as every other mode does."""
-    module.print_report(
-        select_backend(), None, (torch.ones(2),), torch.ones(2), module.FirstCall(0.5, graphs)
-    )
+    module.print_report(select_backend(), (torch.ones(2),), torch.ones(2), module.FirstCall(0.5, graphs))
     (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("first call")]
     assert row == f"first call  0.50 s, {said} (compile and capture included)"
 
@@ -155,3 +153,36 @@ def test_an_mre_with_no_project_or_a_ranks_report_points_nowhere(hooked, capsys,
     error = fail_first_call(ValueError("no pointer"))
     sys.excepthook(ValueError, error, None)
     assert (hooked, capsys.readouterr().err) == ([(ValueError, error, None)], "")
+
+
+def mre_that_copies_to_the_host():
+    """An MRE's infer_one_step() whose model copies a value to the host in its graph."""
+    backend = select_backend()
+    compiled_model = torch.compile(
+        lambda x: x * x.amax().cpu(), backend=backend.name, fullgraph=True, dynamic=False
+    )
+    return compiled_model(torch.ones(3))  # copied to the host here
+
+
+def test_the_report_names_what_capture_refuses_in_one_row(capsys):
+    """The MRE runs where the stand-in can, and its report says in one row that an NPU will not
+    capture the graph, with the code and the line."""
+    output = report.report(mre_that_copies_to_the_host, lambda: (torch.ones(3),))
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("capture")]
+    assert torch.equal(output, torch.ones(3))
+    assert "CAP002" in row
+    assert f"{__file__}:" in row
+
+
+def test_the_report_of_a_graph_capture_takes_has_no_capture_row(capsys):
+    """Nothing refused, no capture row: the report runs the MRE and prints its rows."""
+    backend = select_backend()
+
+    def infer_one_step():
+        compiled = torch.compile(lambda x: x * 2, backend=backend.name, fullgraph=True, dynamic=False)
+        return compiled(torch.ones(3))
+
+    report.report(infer_one_step, lambda: (torch.ones(3),))
+    printed = capsys.readouterr().out
+    assert printed.startswith("backend ")
+    assert "\ncapture" not in printed

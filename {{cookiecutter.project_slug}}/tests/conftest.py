@@ -151,14 +151,27 @@ def mre_attempt(tmp_path_factory: pytest.TempPathFactory) -> MreRun | MreFailure
     import torch
     from torch._dynamo.utils import counters
 
+    from {{ cookiecutter.package_name }}.model import example_inputs
     from {{ cookiecutter.package_name }}.mre import infer_one_step
+    from {{ cookiecutter.package_name }}.toolkit.report import report
+{%- if tp %}
+    from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
+    from {{ cookiecutter.package_name }}.toolkit.parallel import tensor_parallel
+{%- endif %}
 
     torch._dynamo.reset()  # a fresh compile, whatever ran before
     printed = io.StringIO()
     graphs_before = counters["stats"]["unique_graphs"]
     with contextlib.chdir(tmp_path_factory.mktemp("mre")), contextlib.redirect_stdout(printed):
         try:
-            output = infer_one_step()
+{%- if tp %}
+            # As `python -m {{ cookiecutter.package_name }}.mre` runs it: one rank without torchrun.
+            with tensor_parallel(select_backend().device) as ranks:
+                output = report(infer_one_step, example_inputs, ranks)
+{%- else %}
+            # As `python -m {{ cookiecutter.package_name }}.mre` runs it.
+            output = report(infer_one_step, example_inputs)
+{%- endif %}
         except Exception as error:  # noqa: BLE001  (reported by test_mre_runs_in_graph_mode)
             return MreFailure(error)
     gc.freeze()  # and what the first compile imported, as above

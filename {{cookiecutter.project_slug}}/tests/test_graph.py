@@ -6,6 +6,10 @@ import torch
 from torch import nn
 
 from {{ cookiecutter.package_name }} import mre
+{%- if tp %}
+from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
+from {{ cookiecutter.package_name }}.toolkit.parallel import tensor_parallel
+{%- endif %}
 
 
 def test_mre_compiles_the_model_as_one_graph(mre_run):
@@ -41,4 +45,9 @@ def test_a_graph_break_stops_the_mre_and_names_the_cause(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     torch._dynamo.reset()
     with pytest.raises(torch._dynamo.exc.Unsupported, match="Data-dependent branching"):
+{%- if tp %}
+        with tensor_parallel(select_backend().device):
+            mre.infer_one_step()
+{%- else %}
         mre.infer_one_step()
+{%- endif %}

@@ -107,9 +107,13 @@ def portable(path: str) -> Any:
 
 
 def mre() -> Any:
+    """infer_one_step() as the MRE's __main__ guard runs it, this process one rank of the job."""
     from {{ cookiecutter.package_name }}.mre import infer_one_step
+    from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
+    from {{ cookiecutter.package_name }}.toolkit.parallel import tensor_parallel
 
-    return infer_one_step()
+    with tensor_parallel(select_backend().device):
+        return infer_one_step()
 
 
 def bench() -> int:

@@ -326,6 +326,9 @@ class Recorder:
         stands in for under that name)."""
         self.on_npu, self.cache_compile, self.stop = on_npu, cache_compile, stop
         self.found: list[Refusal] = []
+        # What torch's registry keeps on a registered backend, read when it lists backends: the
+        # same as the compiler's, which this recorder may stand in for under its name.
+        self._tags = tuple(getattr(compiler, "_tags", ()))
 
     def read(self, graphs: Iterable[fx.GraphModule]) -> list[Refusal]:
         """What capture refuses in `graphs`, kept with what earlier graphs held."""

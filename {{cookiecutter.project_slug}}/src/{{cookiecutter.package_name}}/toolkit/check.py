@@ -145,6 +145,29 @@ HINTS: tuple[tuple[str, str], ...] = (
         "graph mode hands back tensors: return tensors (or tuples, dicts, dataclasses of them)",
     ),
 )
+# Stable codes, one per kind of finding, which tests and scripts read instead of the wording. What
+# aclgraph capture refuses is CAP001-CAP005 (capture.py).
+GRAPH_BREAK = "CHK001"
+BUILD_FAILS = "CHK002"
+EAGER_FAILS = "CHK003"
+DIFFERS = "CHK004"
+"""A rung's output, the state it left or an input it wrote differs from eager's."""
+RECOMPILED = "CHK005"
+CONSTANT_INPUT = "CHK006"
+NON_TENSOR_OUTPUT = "CHK007"
+FAKE_FUNCTION = "CHK008"
+"""A custom operator's fake (Meta) function or schema does not match its kernel."""
+STATE_OUT_OF_SIGHT = "CHK009"
+STATE_CARRIED = "CHK010"
+SETTINGS = "CHK011"
+"""model.py's TOLERANCES, or a decode project's MAX_BATCH, MAX_SEQ_LEN and CAPTURE_SIZES."""
+PLAN = "CHK012"
+BACKEND = "CHK013"
+"""$NPUGRAPH_BACKEND names no backend that can run here."""
+RUNG_FAILS = "CHK014"
+"""A rung's compile or call raises, other than at a graph break."""
+GENERATION = "README, section 'Generation'"
+
 FALLBACK_HINT = "see the reason; README, section 'Fault isolation'"
 EAGER_HINT = "it fails before graph mode runs: fix model.py at the line named (`where`)"
 """For a model that fails to build or to run eagerly: graph mode's fault isolation cannot help."""
@@ -214,7 +237,8 @@ class Finding:
     severity: str = "problem"
     """problem (exit 1) or warning (shown, exit unchanged)."""
     code: str = ""
-    """What capture refuses has a stable code (CAP001, ...; capture.py)."""
+    """The kind of finding, stable whatever the wording: CHK001 (a graph break), ..., CAP001 (what
+    capture refuses), ...; in the report before the finding's words."""
     path: str = ""
     """The input or output leaf it is about (`[1]`, `['logits']`), if it is about one."""
     mismatches: list[Mismatch] = field(default_factory=list)
@@ -319,7 +343,7 @@ def fake_problems(calls: OpCalls) -> list[Finding]:
                 # A fake function that raises: the line of yours that raised, not the op's call.
                 *_, first = causes(error)
                 where = user_frame(traceback.extract_tb(first.__traceback__)) or where
-            findings.append(Finding(what, reason, where, hint))
+            findings.append(Finding(what, reason, where, hint, code=FAKE_FUNCTION))
     return findings
 
 
@@ -373,7 +397,9 @@ def graph_breaks(
     for reason in explanation.break_reasons:
         text = reason.reason.strip()
         where = user_frame(reason.user_stack)
-        findings.append(Finding("graph break", plain_reason(text), where, hint_for(text)))
+        findings.append(
+            Finding("graph break", plain_reason(text), where, hint_for(text), code=GRAPH_BREAK)
+        )
     return findings
 
 
@@ -484,7 +510,8 @@ def run_rung(
         elif isinstance(error, torch._dynamo.exc.Unsupported):
             # Under fullgraph=True this is a graph break, in the words the MRE prints for it.
             what, reason = "graph break", reason.partition(": ")[2] or reason
-        finding = Finding(what, reason, error_frame(error), hint_of(error))
+        code = GRAPH_BREAK if what == "graph break" else RUNG_FAILS
+        finding = Finding(what, reason, error_frame(error), hint_of(error), code=code)
         return Rung(name, "fail", first_line(error)), [finding]
     findings = []
     differ = mismatches(output, expected.output) + state_mismatches(end, expected.end)
@@ -514,6 +541,7 @@ def run_rung(
                 f"a second call on new inputs of the same shapes compiled again: {why}",
                 where,
                 hint=hint,
+                code=RECOMPILED,
             )
         )
     status = "fail" if findings else "ok"
@@ -550,6 +578,7 @@ def differs(name: str, differ: list[Mismatch], call: str = "") -> Finding:
         hint=NEAR_HINT if all(near_rounding(mismatch) for mismatch in differ) else FAR_OFF_HINT,
         path=differ[0].path,
         mismatches=differ,
+        code=DIFFERS,
     )
 
 
@@ -565,7 +594,11 @@ def constants_baked_in(inputs: tuple[Any, ...]) -> list[Finding]:
     findings = []
     for path, value in constant_inputs(inputs):
         what, fix = constant_note(path, value)
-        findings.append(Finding("non-tensor input", what, hint=fix, severity="warning", path=path))
+        findings.append(
+            Finding(
+                "non-tensor input", what, hint=fix, severity="warning", path=path, code=CONSTANT_INPUT
+            )
+        )
     return findings
 
 
@@ -576,14 +609,14 @@ def settings_problem() -> Finding | None:
     try:
         own_tolerances()
     except ContractError as error:
-        return Finding("TOLERANCES", str(error), hint="README, section 'Tolerances'")
+        return Finding("TOLERANCES", str(error), hint="README, section 'Tolerances'", code=SETTINGS)
     if project.DECODE:
         from .decode import limits
 
         try:
             limits()
         except ContractError as error:
-            return Finding("decode settings", str(error), hint="README, section 'Generation'")
+            return Finding("decode settings", str(error), hint=GENERATION, code=SETTINGS)
     return None
 
 
@@ -606,7 +639,7 @@ def check(ranks: Ranks | None = None, ladder: bool = False) -> Result:
             model = ranks.shard(model, parallel_plan(ranks.size))
     except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
         hint = hint_of(error, EAGER_HINT)
-        found = Finding("build fails", first_line(error), error_frame(error), hint)
+        found = Finding("build fails", first_line(error), error_frame(error), hint, code=BUILD_FAILS)
         return refused(result, found, "the model does not build: fix that first")
     result.model = type(model).__name__
     if found := settings_problem():
@@ -648,19 +681,28 @@ def check(ranks: Ranks | None = None, ladder: bool = False) -> Result:
         # As the first call left it, for the checks below that trace the model.
         restore(model, expected.end)
     except PromptTooLong as error:
-        found = Finding("decode settings", str(error), hint="README, section 'Generation'")
+        found = Finding("decode settings", str(error), hint=GENERATION, code=SETTINGS)
         return refused(result, found, "model.py's settings are wrong: fix them first")
     except StateOutOfSight as error:
         found = Finding(
-            "state the tools cannot save", "\n            ".join(error.found), hint=error.fix
+            "state the tools cannot save",
+            "\n            ".join(error.found),
+            hint=error.fix,
+            code=STATE_OUT_OF_SIGHT,
         )
         return refused(result, found, "nothing was compared: no run can start from eager's state")
     except StateCarriedOver as error:
-        found = Finding("state carried to the next request", error.found, hint=error.fix)
+        found = Finding(
+            "state carried to the next request", error.found, hint=error.fix, code=STATE_CARRIED
+        )
         return refused(result, found, "a request depends on the one before it: fix that first")
     except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
         found = Finding(
-            "eager run fails", first_line(error), error_frame(error), hint_of(error, EAGER_HINT)
+            "eager run fails",
+            first_line(error),
+            error_frame(error),
+            hint_of(error, EAGER_HINT),
+            code=EAGER_FAILS,
         )
         return refused(result, found, "the model does not run eagerly: fix that first")
     try:
@@ -668,7 +710,7 @@ def check(ranks: Ranks | None = None, ladder: bool = False) -> Result:
     except (RuntimeError, ValueError) as error:
         # The MRE cannot start with this backend: nothing it would run can be checked.
         hint = f"unset {BACKEND_ENV} or fix its value"
-        found = Finding("the MRE's backend", str(error), hint=hint)
+        found = Finding("the MRE's backend", str(error), hint=hint, code=BACKEND)
         return refused(result, found, f"the MRE cannot choose its backend: fix {BACKEND_ENV} first")
     if leaves := non_tensor_leaves(expected.output):
         result.findings.append(
@@ -677,6 +719,7 @@ def check(ranks: Ranks | None = None, ladder: bool = False) -> Result:
                 f"the output holds {', '.join(leaves)}",
                 hint=hint_for("non-tensor"),
                 severity="warning",
+                code=NON_TENSOR_OUTPUT,
             )
         )
     # The second call brings the same non-tensor values: say what new ones would do.
@@ -782,7 +825,9 @@ def plan_problem(size: int) -> Finding | None:
     try:
         plan = parallel_plan(size)
     except Exception as error:  # noqa: BLE001  (your plan may refuse this many ranks)
-        return Finding(f"parallel_plan({size}) fails", first_line(error), error_frame(error))
+        return Finding(
+            f"parallel_plan({size}) fails", first_line(error), error_frame(error), code=PLAN
+        )
     try:
         rehearse(build_model, plan, inputs, size)
     except PlanError as error:
@@ -791,7 +836,8 @@ def plan_problem(size: int) -> Finding | None:
         rest = [line.strip() for line in str(error).splitlines()[1:]]
         fixes = [line.removeprefix("fix: ") for line in rest if line.startswith("fix: ")]
         reasons = [line for line in rest if not line.startswith("fix: ")]
-        return Finding(what, "\n            ".join([where, *reasons]), hint=" ".join(fixes))
+        reason = "\n            ".join([where, *reasons])
+        return Finding(what, reason, hint=" ".join(fixes), code=PLAN)
     except Exception:  # noqa: BLE001  (the model's own error: check() reports it)
         return None
     return None
@@ -800,7 +846,7 @@ def plan_problem(size: int) -> Finding | None:
 def render(result: Result) -> str:
     lines = [f"model       {result.model or '(did not build)'}"]
     for finding in result.findings:
-        lines.append(f"{finding.severity:<7}     {finding.what}: {finding.reason}")
+        lines.append(f"{finding.severity:<7}     {finding.code} {finding.what}: {finding.reason}")
         lines += [f"{'':<12}also {mismatch}" for mismatch in finding.mismatches[1:]]
         if finding.where:
             lines.append(f"{'':<12}at {finding.where}")

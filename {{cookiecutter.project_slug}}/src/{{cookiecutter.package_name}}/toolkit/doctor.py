@@ -26,7 +26,7 @@ import platform
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import project
@@ -40,6 +40,38 @@ SET_ENV_SCRIPTS = (
 SOURCE_CANN = "source <CANN>/set_env.sh, e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh"
 
 
+# Each check's stable code, which tests and scripts read instead of its wording (in --json and
+# before the check's name in the report), in the order the doctor runs them.
+CODES = {
+    name: f"DOC{number:03}"
+    for number, name in enumerate(
+        [
+            "python",
+            "versions",
+            "torch-build",
+            "torch_npu",
+            "npu",
+            "ASCEND_HOME_PATH",
+            "ASCEND_OPP_PATH",
+            "cann-packages",
+            "set_env.sh",
+            "backends",
+            "mre-backend",
+            "cache-dir",
+            "model",
+            "jit-compile",
+            "internal-format",
+            "decode",
+            "mre-import",
+            "ranks",
+            "plan",
+            "hccl-mode",
+        ],
+        start=1,
+    )
+}
+
+
 @dataclass
 class Check:
     name: str
@@ -49,6 +81,11 @@ class Check:
     fix: str = ""
     blocking: bool = False
     """A FAIL that stops the MRE from running at all, not just from running in graph mode."""
+    code: str = field(init=False)
+    """The check's stable code, DOC001 and on (CODES)."""
+
+    def __post_init__(self) -> None:
+        self.code = CODES.get(self.name, "")
 
 
 def installed_version(distribution: str) -> str | None:
@@ -584,9 +621,9 @@ def render(checks: list[Check], summary: str) -> str:
     width = max(len(check.name) for check in checks)
     lines = []
     for check in checks:
-        lines.append(f"{check.status:<4}  {check.name:<{width}}  {check.detail}")
+        lines.append(f"{check.status:<4}  {check.code} {check.name:<{width}}  {check.detail}")
         if check.fix and check.status != "OK":
-            lines.append(f"{'':<4}  {'':<{width}}  fix: {check.fix}")
+            lines.append(f"{'':<4}  {'':<6} {'':<{width}}  fix: {check.fix}")
     return "\n".join([*lines, "", summary])
 
 

@@ -125,8 +125,8 @@ def report(
     example_inputs: Callable[[], tuple[Any, ...]],
     ranks: Ranks | None = None,
 ) -> Any:
-    """Run the MRE's infer_one_step() and print what ran, where, why and what it compiled; what
-    aclgraph capture would refuse in its graph, if anything, in one line. Its output.
+    """Run the MRE's infer_one_step() and print what ran, where, why and what it compiled, and
+    what aclgraph capture would refuse in its graph, if anything, in one line. Its output.
 
     A tensor-parallel MRE passes its ranks: then rank 0 alone prints, after every rank has sent
     its run, and the report gains a `ranks` row.
@@ -135,30 +135,47 @@ def report(
     with graphs_read(backend) as recorder, first_call(backend) as call:
         output = infer_one_step()
     # As infer_one_step() moves them: example_inputs() are on the CPU.
-    dummy_input = [x.to(backend.device) if torch.is_tensor(x) else x for x in example_inputs()]
+    dummy_input = tuple(
+        value.to(backend.device) if torch.is_tensor(value) else value for value in example_inputs()
+    )
+    ranks_line = None
     if ranks is not None:
         # A step is as slow as its slowest rank; every rank must take part in the gather.
         calls = [FirstCall(*each) for each in ranks.gather((call.seconds, call.graphs))]
         if not ranks.is_first:
             return output
+        ranks_line = ranks_row(ranks, calls)
+    print_report(backend, dummy_input, output, call, recorder.found, ranks_line)
+    return output
+
+
+def print_report(
+    backend: Backend,
+    dummy_input: tuple[Any, ...],
+    output: Any,
+    call: FirstCall,
+    refused: list[Refusal] = (),
+    ranks_line: str | None = None,
+) -> None:
+    """Print the report's rows: the backend and why, its options, the input and the output, the
+    first call's time and graphs; each constant input, the ranks, and what capture refuses."""
     compiled = f"{call.graphs} graph{'s' * (call.graphs != 1)}"
     if project.CACHE_COMPILE and call.graphs == 0:
         compiled = "no graph: loaded from the cache_compile cache"
     rows = [
         ("backend", f"{backend.name} ({backend.reason})"),
-        ("options", backend.options if backend.options else "none (only npugraph_ex takes options)"),
-        ("input", describe_tree(tuple(dummy_input))),
-        *constant_rows(tuple(dummy_input)),
+        ("options", backend.options or "none (only npugraph_ex takes options)"),
+        ("input", describe_tree(dummy_input)),
+        *constant_rows(dummy_input),
         ("output", describe_tree(output)),
         ("first call", f"{call.seconds:.2f} s, {compiled} (compile and capture included)"),
     ]
-    if ranks is not None:
-        rows.append(("ranks", ranks_row(ranks, calls)))
-    if refused := [each for each in recorder.found if each.severity == "problem"]:
-        rows.append(("capture", capture_row(refused)))
+    if ranks_line is not None:
+        rows.append(("ranks", ranks_line))
+    if problems := [each for each in refused if each.severity == "problem"]:
+        rows.append(("capture", capture_row(problems)))
     for name, value in rows:
         print(f"{name:<11} {value}")
-    return output
 
 
 def capture_row(refused: list[Refusal]) -> str:
