@@ -25,7 +25,6 @@ from cache_project.toolkit.backend import (
 from cache_project.toolkit.compile_cache import CACHE_DIR, CachedModel
 from cache_project.toolkit.contract import to_device
 from parallel_cache_project import mre
-from parallel_cache_project.toolkit import compile_cache as parallel_compile_cache
 
 
 @pytest.fixture
@@ -247,17 +246,21 @@ class Asked(Exception):
 
 
 def test_each_rank_asks_for_its_own_cache(in_tmp_dir, monkeypatch):
-    """The tensor-parallel MRE hands cache_compile this rank's global_rank and tp_rank: one cache
-    per rank."""
+    """The tensor-parallel MRE's CachedModel hands npugraph_ex's cache_compile this rank's
+    global_rank and tp_rank: one cache per rank."""
+    from parallel_cache_project.toolkit.backend import Backend
+    from parallel_cache_project.toolkit.parallel import tensor_parallel
+
     asked = []
 
     def recording(method, **keywords):
         asked.append(keywords)
         raise Asked  # stop there: what follows is a compile of the model, tested elsewhere
 
-    monkeypatch.setattr(parallel_compile_cache, "cache_compile", recording)
-    with pytest.raises(Asked):
-        mre.infer_one_step()
+    npugraph_ex = SimpleNamespace(inference=SimpleNamespace(cache_compile=recording))
+    monkeypatch.setattr(torch, "npu", SimpleNamespace(npugraph_ex=npugraph_ex), raising=False)
+    with tensor_parallel("cpu"), pytest.raises(Asked):
+        mre.CachedModel(nn.Linear(2, 2), Backend("npugraph_ex", "cpu", "a test"))
     assert [{k: v for k, v in each.items() if k.endswith("rank")} for each in asked] == [
         {"global_rank": 0, "tp_rank": 0}
     ]

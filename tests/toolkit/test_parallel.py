@@ -3,10 +3,12 @@ refused with the entry at fault; the process group a block starts and ends; each
 decode model's KV cache; rank 0 alone prints the MRE's report. (Two real ranks under torchrun run
 in each tensor-parallel project's own suite, and in tests/test_tensor_parallel.py.)"""
 
+import contextlib
 import importlib
 import types
 from datetime import timedelta
 from types import SimpleNamespace
+from unittest.mock import patch
 
 import pytest
 import torch
@@ -383,13 +385,29 @@ class TwoRanks(Ranks):
         return FIRST_CALLS
 
 
+def first_call_of(measured: tuple[float, int]):
+    """report.first_call as if the block had taken and compiled what a rank's did."""
+
+    @contextlib.contextmanager
+    def first_call(backend):
+        yield report.FirstCall(*measured)
+
+    return first_call
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 def test_rank_zero_alone_prints_the_report_with_a_ranks_line(capsys, rank):
     """Every rank sends its first call to the others; rank 0 alone prints the report, once, with a
     row naming the world size, the process-group backend, the slowest rank and the graphs."""
     ranks = TwoRanks(rank, rank, 2, "gloo", "cpu", mesh=None)
-    call = report.FirstCall(*FIRST_CALLS[rank])
-    report.print_report(select_backend(), None, (torch.ones(3),), torch.ones(3), call, ranks)
+    backend = select_backend()
+
+    def infer_one_step():  # one graph, whatever rank this is
+        compiled = torch.compile(lambda x: x * 2, backend=backend.name, fullgraph=True)
+        return compiled(torch.ones(3))
+
+    with patch.object(report, "first_call", first_call_of(FIRST_CALLS[rank])):
+        report.report(infer_one_step, lambda: (torch.ones(3),), ranks)
     printed = capsys.readouterr().out
     if rank:
         assert printed == ""
