@@ -70,6 +70,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def fresh_dynamo() -> None:
+    """Each test compiles afresh: the tools reuse what an earlier compile in their process made
+    of the same code (capture.recorder_for()), as in a project's own tests, and these tests count
+    compiles, and reuse classes (nn.Linear) with other shapes, to Dynamo's recompile limit."""
+    torch._dynamo.reset()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_guard_latency_profiling() -> Iterator[None]:
     """Dynamo times the guards of each new graph once, for its logs alone, and first flushes the

@@ -8,7 +8,6 @@ import io
 import json
 
 import pytest
-import torch
 
 from {{ cookiecutter.package_name }}.toolkit import bench
 {%- if decode %}
@@ -16,11 +15,11 @@ from {{ cookiecutter.package_name }}.toolkit.decode import limits
 {%- endif %}
 
 
-# It asks for mre_run only to skip if the MRE failed: test_mre.py reports that once.
+# It asks for mre_run to skip if the MRE failed (test_mre.py reports that once), and so that it
+# runs after the MRE, whose compile it reuses (capture.recorder_for()).
 @pytest.fixture(scope="module")
 def benched(mre_run, tmp_path_factory) -> dict:
     """`bench --iters 3 --warmup 1 --json` on your model, in a folder of its own."""
-    torch._dynamo.reset()
     printed, errors = io.StringIO(), io.StringIO()
     with (
         contextlib.chdir(tmp_path_factory.mktemp("bench")),

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-import torch
 
 from {{ cookiecutter.package_name }}.toolkit import profile
 
@@ -32,13 +31,13 @@ class Profiled(NamedTuple):
     """--out: where the trace must be."""
 
 
-# It asks for mre_run only to skip if the MRE failed: test_mre.py reports that once.
+# It asks for mre_run to skip if the MRE failed (test_mre.py reports that once), and so that it
+# runs after the MRE, whose compile it reuses (capture.recorder_for()).
 @pytest.fixture(scope="module")
 def profiled(mre_run, tmp_path_factory) -> Profiled:
     """`profile --steps STEPS --json` on your model, in a folder of its own."""
     folder = tmp_path_factory.mktemp("profile")
     arguments = ["--steps", str(STEPS), "--out", str(folder / "prof"), "--json"]
-    torch._dynamo.reset()
     printed, errors = io.StringIO(), io.StringIO()
     with (
         contextlib.chdir(folder),

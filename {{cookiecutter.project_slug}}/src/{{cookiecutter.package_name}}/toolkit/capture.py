@@ -28,13 +28,14 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
+from types import CodeType
 from typing import Any
 
 import torch
 from torch import fx
 
 from .aclop_ops import aclop_only
-from .backend import ACLOP_CAPTURE_ERROR
+from .backend import ACLOP_CAPTURE_ERROR, Backend
 from .frames import traced_frame
 
 PROBLEM, WARNING = "problem", "warning"
@@ -309,8 +310,9 @@ class CaptureRefused(RuntimeError):
 
 class Recorder:
     """A torch.compile backend that reads each graph Dynamo hands it for what capture refuses,
-    then compiles it with `backend`. With `stop=True` (npugraph_ex, which captures next), a graph
-    with a problem is not compiled: CaptureRefused names it, instead of capture's error code."""
+    then compiles it with `backend`. With `stop=True` (npugraph_ex, which captures next, unless
+    its options say force_eager), a graph with a problem is not compiled: CaptureRefused names
+    it, instead of capture's error code."""
 
     def __init__(
         self,
@@ -326,6 +328,8 @@ class Recorder:
         stands in for under that name)."""
         self.on_npu, self.cache_compile, self.stop = on_npu, cache_compile, stop
         self.found: list[Refusal] = []
+        self.found_in: dict[CodeType, list[Refusal]] = {}
+        """What each function Dynamo compiled held (a model's forward), by its code."""
         # What torch's registry keeps on a registered backend, read when it lists backends: the
         # same as the compiler's, which this recorder may stand in for under its name.
         self._tags = tuple(getattr(compiler, "_tags", ()))
@@ -345,7 +349,39 @@ class Recorder:
         self, graph: fx.GraphModule, example_inputs: list[Any], **options: Any
     ) -> Callable:
         found = self.read([graph])
-        if self.stop and any(each.severity == PROBLEM for each in found):
+        if code := compiled_code():
+            self.found_in.setdefault(code, []).extend(found)
+        captures = not (options.get("options") or {}).get("force_eager")
+        if self.stop and captures and any(each.severity == PROBLEM for each in found):
             raise CaptureRefused(found)
         compiler = self.compiler or torch._dynamo.lookup_backend(self.backend)
         return compiler(graph, example_inputs, **options)
+
+
+def compiled_code() -> CodeType | None:
+    """The code of the function Dynamo is compiling now (None outside a compile)."""
+    from torch._dynamo.symbolic_convert import InstructionTranslator
+
+    translator = InstructionTranslator.current_tx() if InstructionTranslator else None
+    return getattr(translator, "f_code", None)
+
+
+def recorder_for(backend: Backend, *, cache_compile: bool) -> Recorder:
+    """The recorder that stands in for `backend` in torch's registry of backends, installed the
+    first time it is asked for and kept for the rest of the process: every compile by the
+    backend's name (the MRE's, check's, bench's) is read as it compiles, and all of them are one
+    backend to Dynamo, which then reuses one tool's graph for the next tool's model, compiling
+    once. With npugraph_ex a graph with a problem is never captured (stop)."""
+    registry = torch._dynamo.backends.registry
+    current = registry.lookup_backend(backend.name)
+    if isinstance(current, Recorder):
+        return current
+    recorder = Recorder(
+        backend.name,
+        on_npu=backend.is_npugraph_ex,
+        cache_compile=cache_compile,
+        stop=backend.is_npugraph_ex,
+        compiler=current,
+    )
+    registry._COMPILER_FNS[backend.name] = recorder
+    return recorder

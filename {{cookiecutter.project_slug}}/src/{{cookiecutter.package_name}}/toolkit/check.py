@@ -65,7 +65,7 @@ from .backend import (
     npu_status,
     select_backend,
 )
-from .capture import CaptureRefused, Recorder, Refusal
+from .capture import CaptureRefused, Recorder, Refusal, recorder_for
 from .contract import (
     ContractError,
     Mismatch,
@@ -475,15 +475,21 @@ def run_rung(
     inputs: tuple[Any, ...],
     again: tuple[Any, ...],
     expected: Eager,
-    recorder: Recorder,
+    compiler: Recorder | str,
 ) -> tuple[Rung, list[Finding]]:
-    """Compile as the MRE does with one backend, through `recorder`, which reads the graph for
+    """Compile as the MRE does with one backend, through `compiler`, which reads the graph for
     what capture refuses; call twice, compare each call's output, the state it left and the
     inputs it wrote with eager's (the second call's only if the first matched: one cause, named
-    once), and count the graphs the second call compiled."""
-    torch._dynamo.reset()
+    once), and count the graphs the second call compiled.
+
+    `compiler` is a Recorder of this rung's own, compiling after a Dynamo reset; or the backend's
+    name, for which a recorder stands in in torch's registry (capture.recorder_for()): then a
+    graph an earlier compile in this process made of the same code (the MRE's run, in your
+    tests) is reused as Dynamo's guards allow, and nothing compiles twice."""
+    if isinstance(compiler, Recorder):
+        torch._dynamo.reset()
     compiled = torch.compile(
-        model, backend=recorder, fullgraph=True, dynamic=False, options=options
+        model, backend=compiler, fullgraph=True, dynamic=False, options=options
     )
     try:
         with torch.no_grad():
@@ -769,24 +775,31 @@ def climb(
     rungs = rungs_here(npu_ok)
     mine = mre_rung(backend, rungs)
     order = [*rungs, *([mine] if mine not in rungs else [])]
+    ours = recorder_for(backend, cache_compile=project.CACHE_COMPILE)
     recorders = {
         name: Recorder(
-            backend,
+            compiler,
             on_npu=npu_ok,
             cache_compile=project.CACHE_COMPILE,
-            stop=captures(backend, options),
+            stop=captures(compiler, options),
         )
-        for name, backend, options in order
+        for name, compiler, options in order
+        if name != mine[0]
     }
+    recorders[mine[0]] = ours
+    # What capture refuses in the graphs between the breaks, when explain() lists them.
+    explained = Recorder(backend.name, on_npu=npu_ok, cache_compile=project.CACHE_COMPILE)
 
     def run(rung: tuple[str, str, dict[str, object] | None]) -> tuple[Rung, list[Finding]]:
-        return run_rung(*rung, model, inputs, again, expected, recorders[rung[0]])
+        # The MRE's rung compiles as the MRE does, by the backend's name: once in a process.
+        compiler = rung[1] if rung == mine else recorders[rung[0]]
+        return run_rung(*rung, model, inputs, again, expected, compiler)
 
     outcomes = {mine[0]: run(mine)}
     failed = outcomes[mine[0]][0].status == "fail"
     breaks = []
     if any(stopped(finding) for finding in outcomes[mine[0]][1]):
-        breaks = graph_breaks(model, inputs, recorders[mine[0]])
+        breaks = graph_breaks(model, inputs, explained)
     for rung in order:
         if rung[0] not in outcomes:
             climbing = failed or ladder
@@ -797,7 +810,12 @@ def climb(
     if not npu_ok:
         npu_rungs = Rung("npugraph_ex rungs", "skipped", f"need an NPU: {why}")
         result.rungs.insert(len(rungs), npu_rungs)
-    found = {(each.code, each.where): each for r in recorders.values() for each in r.found}
+    # The MRE's rung may reuse a graph compiled before this check, and read then: what its
+    # model's code held. Each other rung's recorder reads only its own compile.
+    code = getattr(type(model).forward, "__code__", None)
+    read = [*ours.found_in.get(code, []), *explained.found]
+    read += [each for name, r in recorders.items() if name != mine[0] for each in r.found]
+    found = {(each.code, each.where): each for each in read}
     findings = [finding for name, _, _ in order for finding in outcomes[name][1]]
     return [*breaks, *capture_findings(list(found.values())), *findings]
 

@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from unittest.mock import patch
 
 import torch
 import torch._dynamo
@@ -17,7 +16,7 @@ from torch._dynamo.utils import counters
 
 from . import project
 from .backend import Backend, select_backend
-from .capture import Recorder, Refusal
+from .capture import Refusal, recorder_for
 from .contract import constant_inputs, constant_note, describe_tree
 
 if TYPE_CHECKING:
@@ -103,23 +102,6 @@ def first_call(backend: Backend) -> Iterator[FirstCall]:
         )
 
 
-@contextmanager
-def graphs_read(backend: Backend) -> Iterator[Recorder]:
-    """Each graph the block compiles with `backend`'s name, read for what aclgraph capture
-    refuses (capture.py) as it is compiled, then compiled as it would be: the MRE names the
-    backend by its name, which Dynamo looks up when torch.compile() is called."""
-    registry = torch._dynamo.backends.registry
-    compiler = registry.lookup_backend(backend.name)
-    recorder = Recorder(
-        backend.name,
-        on_npu=backend.is_npugraph_ex,
-        cache_compile=project.CACHE_COMPILE,
-        compiler=compiler,
-    )
-    with patch.dict(registry._COMPILER_FNS, {backend.name: recorder}):
-        yield recorder
-
-
 def report(
     infer_one_step: Callable[[], Any],
     example_inputs: Callable[[], tuple[Any, ...]],
@@ -132,7 +114,10 @@ def report(
     its run, and the report gains a `ranks` row.
     """
     backend = select_backend()
-    with graphs_read(backend) as recorder, first_call(backend) as call:
+    # The MRE names its backend by its name: Dynamo looks it up as torch.compile() is called.
+    recorder = recorder_for(backend, cache_compile=project.CACHE_COMPILE)
+    already = len(recorder.found)
+    with first_call(backend) as call:
         output = infer_one_step()
     # As infer_one_step() moves them: example_inputs() are on the CPU.
     dummy_input = tuple(
@@ -145,7 +130,7 @@ def report(
         if not ranks.is_first:
             return output
         ranks_line = ranks_row(ranks, calls)
-    print_report(backend, dummy_input, output, call, recorder.found, ranks_line)
+    print_report(backend, dummy_input, output, call, recorder.found[already:], ranks_line)
     return output
 
 
