@@ -569,7 +569,7 @@ MUTATIONS = (
     Mutation(
         "every rank prints the report",
         f"{TOOLKIT}/report.py",
-        "        if not ranks.is_first:\n            return\n",
+        "        if not ranks.is_first:\n            return output\n",
         "",
         "tests/toolkit/test_parallel.py -k rank_zero_alone",
         None,
@@ -641,8 +641,8 @@ MUTATIONS = (
     Mutation(
         "ranks share one cache_compile cache",
         f"{PACKAGE}/mre.py",
-        "CachedModel(model, cache_dir=CACHE_DIR, **ranks.cache_keywords())",
-        "CachedModel(model, cache_dir=CACHE_DIR)",
+        "                global_rank=dist.get_rank(),\n                tp_rank=dist.get_rank(),\n",
+        "",
         "tests/toolkit/test_compile_cache.py -k own_cache",
         None,
     ),
@@ -2071,8 +2071,8 @@ MUTATIONS = (
     Mutation(
         "check keeps the first of its graph-break findings",
         f"{TOOLKIT}/check.py",
-        "        findings.append(Finding(\"graph break\", plain_reason(text), where, hint_for(text)))\n    return findings\n",
-        "        findings.append(Finding(\"graph break\", plain_reason(text), where, hint_for(text)))\n    return findings[:1]\n",
+        "            Finding(\"graph break\", plain_reason(text), where, hint_for(text), code=GRAPH_BREAK)\n        )\n    return findings\n",
+        "            Finding(\"graph break\", plain_reason(text), where, hint_for(text), code=GRAPH_BREAK)\n        )\n    return findings[:1]\n",
         "tests/toolkit/test_check.py -k 'every_graph_break or every_item'",
     ),
     Mutation(
@@ -2813,8 +2813,8 @@ MUTATIONS = (
     Mutation(
         "check names a break on a number read from a tensor in Dynamo's words",
         f"{TOOLKIT}/check.py",
-        'Finding("graph break", plain_reason(text), where, hint_for(text))',
-        'Finding("graph break", text.splitlines()[0], where, hint_for(text))',
+        'Finding("graph break", plain_reason(text), where, hint_for(text), code=GRAPH_BREAK)',
+        'Finding("graph break", text.splitlines()[0], where, hint_for(text), code=GRAPH_BREAK)',
         "tests/toolkit/test_check.py -k number_read",
     ),
     Mutation(

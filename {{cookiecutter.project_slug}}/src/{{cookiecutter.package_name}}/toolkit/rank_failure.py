@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import sys
-import sysconfig
 import time
 import traceback
 from collections.abc import Callable
@@ -27,14 +26,13 @@ import torch.distributed as dist
 from torch._dynamo.exc import TorchDynamoException
 
 from . import project
+from .frames import user_frame
 
 # Asking torchrun's store which rank failed first: a loaded machine answers in well under this,
 # and a store that is gone (torchrun is stopping) makes this rank report as the first.
 STORE_TIMEOUT = timedelta(seconds=30)
 LONGEST = 600
 """The longest cause shown, in characters: a shape message is shorter, a repr of a graph longer."""
-# Frames in torch or in Python itself are not where your problem is.
-NOT_YOURS = (Path(torch.__file__).parent, Path(sysconfig.get_paths()["stdlib"]))
 
 
 def chain(error: BaseException) -> list[BaseException]:
@@ -70,25 +68,14 @@ def one_line(error: BaseException, first_only: bool = False) -> str:
     return f"{type(error).__name__}: {text}".rstrip(": ")
 
 
-def yours(frames: list[traceback.FrameSummary]) -> str:
-    """file:line of the innermost frame outside torch and Python itself, if any."""
-    own = [
-        frame
-        for frame in frames
-        if not frame.filename.startswith("<")
-        and not any(Path(frame.filename).is_relative_to(root) for root in NOT_YOURS)
-    ]
-    return f"{own[-1].filename}:{own[-1].lineno} ({own[-1].name})" if own else ""
-
-
 def where(links: list[BaseException]) -> str:
     """Where in your code the error arose: the line torch.compile was tracing, else the
     innermost traceback's."""
     for link in links:
-        if traced := yours(getattr(link, "real_stack", None) or []):
+        if traced := user_frame(getattr(link, "real_stack", None) or []):
             return traced
     for link in reversed(links):
-        if found := yours(traceback.extract_tb(link.__traceback__)):
+        if found := user_frame(traceback.extract_tb(link.__traceback__)):
             return found
     return ""
 
