@@ -88,13 +88,10 @@ def infer_one_step():
     torch.manual_seed(0)
     backend = select_backend()
     config = backend.options
+    model = build_model().to(backend.device).eval()
 {%- if tp %}
     mesh = init_device_mesh(backend.device, (dist.get_world_size(),))
-    model = parallelize_module(
-        build_model().to(backend.device).eval(), mesh, parallel_plan(mesh.size())
-    )
-{%- else %}
-    model = build_model().to(backend.device).eval()
+    model = parallelize_module(model, mesh, parallel_plan(mesh.size()))
 {%- endif %}
 {%- if cache %}
     compiled_model = CachedModel(model, backend)
