@@ -1,10 +1,9 @@
-"""export on the projects' own MREs: the file's shape, its header, its run before it is written (the
-rehearsal), the verdict on that run, and the command line."""
+"""export's command: the file's run before it is written (the rehearsal), the verdict on that run,
+what it writes and when, and the command line. (What the file holds: test_export_targets.py and
+test_export_bundle.py.)"""
 
-import ast
 import contextlib
 import enum
-import functools
 import importlib
 import importlib.metadata
 import io
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
 import torch.utils._pytree as pytree
 from torch import nn
 
@@ -45,102 +45,6 @@ def run_export(*arguments: str) -> tuple[int, str]:
     return code, printed.getvalue()
 
 
-@functools.cache
-def exported_text(package: str, target: str) -> str:
-    """export.export(target) in that project, once for this module's tests."""
-    return importlib.import_module(f"{package}.toolkit.export").export(target)
-
-
-@pytest.fixture(
-    scope="module",
-    params=[(package, target) for package in PROJECTS for target in TARGETS],
-    ids="-".join,
-)
-def exported(request) -> tuple[str, str, str, ast.Module]:
-    """(package, target, text, tree) of each project's export for each target."""
-    package, target = request.param
-    text = exported_text(package, target)
-    return package, target, text, ast.parse(text)
-
-
-def test_file_has_the_seed_three_part_shape(exported):
-    """Docstring and imports, definitions, def infer_one_step(), then the __main__ guard."""
-    *_, module = exported
-    kinds = [type(node).__name__ for node in module.body]
-    assert kinds[0] == "Expr"
-    assert not {"Import", "ImportFrom"} & set(kinds[kinds.index("FunctionDef") :])
-    assert module.body[-2].name == "infer_one_step"
-    assert ast.unparse(module.body[-1]) == "if __name__ == '__main__':\n    infer_one_step()"
-
-
-def test_infer_one_step_uses_the_fixed_names(exported):
-    """config, compiled_model, dummy_input and output, as in the project's MRE."""
-    *_, module = exported
-    assigned = {
-        node.targets[0].id
-        for node in ast.walk(module.body[-2])
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-    }
-    assert assigned >= {"config", "compiled_model", "dummy_input", "output"}
-
-
-def test_imports_nothing_of_the_project(exported):
-    """The file imports no module of its project: it runs where the project is not installed."""
-    package, *_, module = exported
-    imported = {
-        alias.name if isinstance(node, ast.Import) else node.module or ""
-        for node in ast.walk(module)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in node.names
-    }
-    assert {name.split(".")[0] for name in imported}.isdisjoint({package, ""})
-
-
-def test_file_compiles_with_every_name_defined(exported):
-    """The file compiles and reads no undefined name: what export checks before it runs it."""
-    _, target, text, _ = exported
-    compile(text, f"export-{target}", "exec")
-    assert export.undefined_names(text) == []
-
-
-SETUPS = {
-    "forward_project": "mode npugraph_ex, custom op none",
-    "cache_project": "mode cache_compile, custom op none",
-    "op_project": "mode npugraph_ex, custom op in_place (torch_library)",
-    "plugin_project": "mode npugraph_ex, custom op in_place (op_plugin)",
-}
-"""How the header names each project's setup."""
-
-
-@pytest.mark.parametrize("package", SETUPS)
-@pytest.mark.parametrize(("target", "npu_version"), [("portable", "2.11.0.post2"), ("npu", None)])
-def test_header_names_the_versions_it_was_exported_with(monkeypatch, package, target, npu_version):
-    """The docstring says which project, setup, Python, torch and torch_npu made the file (`not
-    installed` for a missing one), and what the target needs."""
-    versions = {"torch": "2.11.0", "torch-npu": npu_version}
-
-    def version(distribution: str) -> str:
-        if versions.get(distribution) is None:
-            raise importlib.metadata.PackageNotFoundError(distribution)
-        return versions[distribution]
-
-    tool = importlib.import_module(f"{package}.toolkit.export")
-    monkeypatch.setattr(importlib.metadata, "version", version)
-    monkeypatch.setattr(tool.platform, "python_version", lambda: "3.11.9")
-    npu = npu_version or "not installed"
-    runs = {
-        "npu": "Runs on an Ascend NPU: torch_npu installed and CANN's set_env.sh sourced.",
-        "portable": "Runs anywhere: npugraph_ex on a usable Ascend NPU, the aot_eager stand-in elsewhere.",
-    }
-    assert tool.header(target) == (
-        '"""Minimal reproducible example: one graph-mode inference step of the model.\n\n'
-        f"Exported by {package} (python -m {package} export) for target {target}.\n"
-        f"Project setup: {SETUPS[package]}.\n"
-        f"Versions: Python 3.11.9, torch 2.11.0, torch_npu {npu}.\n"
-        f'{runs[target]}\n"""\n'
-    )
-
-
 @pytest.fixture
 def real_run():
     """For a test that runs the MRE and the file: Dynamo forgets what it compiled, before and after."""
@@ -150,11 +54,37 @@ def real_run():
 
 
 @pytest.mark.usefixtures("real_run")
+def test_the_default_export_runs_alone_matches_the_mre_and_is_written(tmp_path, monkeypatch):
+    """`export` with no arguments: the npu file, written to mre_export.py once its portable
+    rendering ran alone (off an NPU) and matched the MRE here: exit 0, said so."""
+    monkeypatch.chdir(tmp_path)
+    code, message = run_export()
+    assert code == 0, message
+    assert message.startswith(
+        f"wrote mre_export.py (npu target): its portable rendering ran {export.ISOLATED}, and "
+        "matches the MRE's output\n"
+    )
+    assert (tmp_path / "mre_export.py").read_text() == export.export("npu")
+
+
+@pytest.mark.usefixtures("real_run")
+def test_a_tensor_parallel_export_runs_as_one_rank_and_matches(tmp_path):
+    """A tensor-parallel cache_compile project's portable file runs as the one rank of the
+    process group its guard starts, and the MRE here as one rank too: they match, exit 0."""
+    tool = importlib.import_module("parallel_cache_project.toolkit.export")
+    printed = io.StringIO()
+    with contextlib.redirect_stderr(printed):
+        code = tool.main(["-o", str(tmp_path / "bug.py"), "--target", "portable"])
+    assert code == 0, printed.getvalue()
+    assert (tmp_path / "bug.py").exists()
+
+
+@pytest.mark.usefixtures("real_run")
 def test_a_file_that_fails_when_run_is_not_written(monkeypatch, tmp_path):
     """A file that fails when run: exit 1, its error on the first line with the line of the file
     that raised it, and no file."""
-    prelude = f"{export.PORTABLE_PRELUDE}import {MISSING}\n"
-    monkeypatch.setattr(export, "PORTABLE_PRELUDE", prelude)
+    prelude = f"{export.PRELUDE}import {MISSING}\n"
+    monkeypatch.setattr(export, "PRELUDE", prelude)
     path = tmp_path / "mre.py"
     code, message = run_export("-o", str(path), "--target", "portable")
     line = export.export("portable").splitlines().index(f"import {MISSING}") + 1
@@ -170,8 +100,8 @@ def test_a_file_that_fails_when_run_is_not_written(monkeypatch, tmp_path):
 def test_a_file_that_fails_as_the_mre_fails_is_written_with_exit_2(monkeypatch, tmp_path):
     """A file that fails with the very error the MRE raises here reproduces it, as a bug report
     should: written, exit 2 (never 0), the error named."""
-    prelude = f"{export.PORTABLE_PRELUDE}import {MISSING}\n"
-    monkeypatch.setattr(export, "PORTABLE_PRELUDE", prelude)
+    prelude = f"{export.PRELUDE}import {MISSING}\n"
+    monkeypatch.setattr(export, "PRELUDE", prelude)
 
     def infer_one_step():
         raise ModuleNotFoundError(f"No module named '{MISSING}'")
@@ -207,27 +137,6 @@ def test_a_file_whose_output_differs_is_not_written(monkeypatch, tmp_path):
     first = message.splitlines()[0]
     assert any(first.startswith(f"export: {leaf}: ") for leaf in leaves), message
     assert "differs from the MRE's output" in message
-    assert not path.exists()
-
-
-def test_what_cannot_be_bundled_exits_1_with_the_reason(monkeypatch, tmp_path, capsys):
-    """A name defined twice across your modules is refused: exit 1, the name, and no file."""
-
-    original = export.load
-
-    def load_with_a_clash(name, target):
-        module = original(name, target)
-        if name == f"{PACKAGE}.model":
-            module.definitions.append(export.Definition(name, "to_device = None", {"to_device"}))
-        return module
-
-    monkeypatch.setattr(export, "load", load_with_a_clash)
-    path = tmp_path / "mre.py"
-    assert export.main(["-o", str(path)]) == 1
-    error = capsys.readouterr().err
-    assert "`to_device` is defined in both" in error
-    # The toolkit's to_device is the template's: the fix is to rename the user's.
-    assert f"rename `to_device` in {PACKAGE}.model: the other is the toolkit's" in error
     assert not path.exists()
 
 
@@ -426,11 +335,12 @@ class FakeProcess:
         self.cwd = Path()
 
     def __call__(self, command, cwd, stdout, stderr) -> "FakeProcess":
-        path, result, package = command[3:]
+        path, result, package, group = command[3:]
         self.cwd = Path(cwd)
         self.started = {
             "command": command[:3],
             "package": package,
+            "group": group,
             "folder": sorted(item.name for item in Path(cwd).iterdir()),
             "text": Path(path).read_text(),
             "result beside the file": Path(result).parent == Path(cwd),
@@ -501,7 +411,7 @@ def test_the_file_runs_as_a_module_that_stays_importable_as_python_file_runs_it(
     path, result, runner = tmp_path / "mre_export.py", tmp_path / "output.pt", tmp_path / "run.py"
     path.write_text(READS_A_GLOBAL)
     runner.write_text(export.RUNNER)
-    monkeypatch.setattr(sys, "argv", [str(runner), str(path), str(result), MISSING])
+    monkeypatch.setattr(sys, "argv", [str(runner), str(path), str(result), MISSING, ""])
     monkeypatch.setitem(sys.modules, MISSING, None)
     monkeypatch.setitem(sys.modules, "__export__", None)  # put back when the test ends
     try:
@@ -509,6 +419,32 @@ def test_the_file_runs_as_a_module_that_stays_importable_as_python_file_runs_it(
     except SystemExit:
         pytest.fail(Path(f"{result}.json").read_text())
     assert torch.equal(torch.load(result)["output"], torch.full((2,), 2.0))
+
+
+@pytest.mark.usefixtures("real_run")
+def test_a_file_whose_guard_starts_a_process_group_runs_as_its_one_rank():
+    """A file whose guard starts a process group (a tensor-parallel MRE's) runs as its one rank:
+    infer_one_step() sees a world of one, on the backend the guard names."""
+    text = (
+        "import torch\nimport torch.distributed as dist\n\n\ndef infer_one_step():\n"
+        "    return torch.tensor([dist.get_world_size(), dist.get_rank()])\n\n\n"
+        'if __name__ == "__main__":\n    dist.init_process_group("gloo")\n    infer_one_step()\n'
+        "    dist.destroy_process_group()\n"
+    )
+    with contextlib.closing(export.FileRun(text, "mre.py")) as run:
+        result = run.result(timeout=600)
+    assert result.error == ""
+    assert result.output["output"].tolist() == [1, 0]
+
+
+def test_a_tensor_parallel_mre_runs_here_as_one_rank(monkeypatch):
+    """run_mre() in a tensor-parallel project: the MRE's step in a process group of one rank,
+    which it leaves when the step ends."""
+    tool = importlib.import_module("parallel_project.toolkit.export")
+    parallel_mre = importlib.import_module("parallel_project.mre")
+    monkeypatch.setattr(parallel_mre, "infer_one_step", lambda: torch.tensor(dist.get_world_size()))
+    assert tool.run_mre().output["output"].item() == 1
+    assert not dist.is_initialized()
 
 
 def test_the_file_runs_alone_in_a_fresh_python_in_an_empty_folder(fake_process, tmp_path, monkeypatch):
@@ -523,6 +459,7 @@ def test_the_file_runs_alone_in_a_fresh_python_in_an_empty_folder(fake_process, 
     assert process.started == {
         "command": [sys.executable, "-c", export.RUNNER],
         "package": PACKAGE,
+        "group": "",
         "folder": ["mre.py"],
         "text": TEXT,
         "result beside the file": False,
@@ -690,7 +627,7 @@ def staged(monkeypatch) -> Stage:
         stage.rehearsed.append((text, name))
         return stage.runs
 
-    monkeypatch.setattr(export, "export", lambda target: f"# the {target} file\n")
+    monkeypatch.setattr(export, "export", lambda target, name="": f"# the {target} file\n")
     monkeypatch.setattr(export, "rehearse", rehearse)
     monkeypatch.setattr(backend, "npu_status", lambda: (False, "no NPU here"))
     return stage
@@ -781,7 +718,7 @@ def test_a_project_that_cannot_be_bundled_is_refused_before_anything_runs(
     """A BundleError, from the file asked for or from the portable rendering the npu target runs
     off an NPU: exit 1, `cannot bundle` and the reason, nothing run, nothing written."""
 
-    def refuse(asked: str) -> str:
+    def refuse(asked: str, name: str = "") -> str:
         if asked == "portable":
             raise export.BundleError("the reason")
         return "# the npu file\n"
@@ -812,7 +749,7 @@ def test_what_runs_to_prove_each_target(monkeypatch, npu_ok):
     """The portable file proves itself; the npu file too on an NPU, its portable rendering off
     one, with what was not run and why."""
     monkeypatch.setattr(backend, "npu_status", lambda: (npu_ok, "the probe's reason"))
-    monkeypatch.setattr(export, "export", lambda target: f"# the {target} file\n")
+    monkeypatch.setattr(export, "export", lambda target, name="": f"# the {target} file\n")
     assert export.rehearsal("portable", "# the portable file\n") == (
         "# the portable file\n",
         "the file",
@@ -837,7 +774,7 @@ def test_an_output_no_file_can_be_written_at_is_refused_before_the_bundle(
     """-o in a folder that does not exist, or naming a folder: a usage error (exit 2) saying
     which, before anything is bundled or run."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(export, "export", lambda target: pytest.fail("bundled for an output it cannot write"))
+    monkeypatch.setattr(export, "export", lambda *_: pytest.fail("bundled for an output it cannot write"))
     with pytest.raises(SystemExit) as exit_:
         export.main(["-o", where])
     assert exit_.value.code == 2

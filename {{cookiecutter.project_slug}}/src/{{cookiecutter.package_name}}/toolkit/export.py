@@ -1,27 +1,30 @@
-"""Write what the MRE runs as one self-contained .py file for a bug report, and verify it.
+"""Write your model and the MRE as one self-contained .py file for a bug report, and verify it.
 
     python -m <package> export [-o FILE] [--target npu|portable]
 
-The file is mre.py itself, bundled with everything of this project it imports, transitively:
-your model.py and its sibling modules (relative or absolute imports), the custom operator's
-registration, and the few helpers of this toolkit that the MRE calls. Third-party imports stay
-imports (`import transformers`). It keeps the seed's shape: imports, definitions, then
-def infer_one_step() with its fixed names, then the __main__ guard.
+The file holds your code and the MRE, nothing else, in the plain style of the repro.py that
+PyTorch's minifier writes: a header comment, the imports, your modules (model.py, the modules of
+yours it imports, relatively or absolutely, and the few toolkit definitions they import, such as
+KVCacheParallel or npu_status), then mre.py in the seed's shape: its definitions,
+def infer_one_step() with its fixed names, and the __main__ guard calling it. Third-party imports
+stay imports.
 
-`--target npu` (default) writes the literal npugraph_ex form (.npu(), backend="npugraph_ex", or
-under cache_compile torch.npu.npugraph_ex.inference.cache_compile) for a machine with torch_npu
-and CANN; `portable` keeps the fallback to the aot_eager stand-in, so the same file also runs on a
-CPU. Either way the file holds this project's settings as the code it runs: a branch on a setting
-(`if project.DECODE:`) keeps only the side this project takes.
+mre.py's `backend = select_backend()` is written out as the target decides it (LiteralMre).
+`--target npu` (default) writes the seed's literal npugraph_ex form for a machine with torch_npu
+and CANN; the file imports torch_npu first and, where it cannot, says so in one sentence and
+exits 2. `--target portable` writes the aot_eager stand-in on the CPU, which runs anywhere. A
+tensor-parallel MRE runs under torchrun: its guard starts the process group, calls
+infer_one_step() and destroys the group, in plain sequence as the seed writes a step (a rank that
+fails exits with its traceback, and torchrun ends the job).
 
 Before it writes the file, the tool runs it: in a fresh process, in an empty folder, with this
 project unimportable, while the project's MRE runs here; the outputs must match within each
 dtype's tolerance (contract.tolerances). Off an NPU the npu target's literals cannot run, so its
-portable rendering (the same bundle, the stand-in backend) runs in its place, and the message says
-so. Exit 0: written, ran and matched. Exit 1, and nothing written: it cannot be bundled (a name
-defined twice, a data file beside your modules: one file cannot carry it), or the file fails or
-differs when run; the message starts with the root cause. Exit 2, written: the file fails exactly
-as the MRE fails here, which is the failure a bug report shows.
+portable rendering runs in its place, and the message says so. Exit 0: written, ran and matched.
+Exit 1, and nothing written: it cannot be bundled (a name defined twice, a data file beside your
+modules: one file cannot carry it), or the file fails or differs when run; the message starts
+with the root cause. Exit 2, written: the file fails exactly as the MRE fails here, which is the
+failure a bug report shows.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ import subprocess
 import symtable
 import sys
 import tempfile
-import tokenize
+import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,114 +57,40 @@ PACKAGE = __package__.rpartition(".")[0]
 TOOLKIT = __package__
 ENTRY = f"{PACKAGE}.mre"
 LINE_LENGTH = 100
-HOW = {
-    "npu": "Runs on an Ascend NPU: torch_npu installed and CANN's set_env.sh sourced.",
-    "portable": "Runs anywhere: npugraph_ex on a usable Ascend NPU, the aot_eager stand-in elsewhere.",
+TORCHRUN_RANKS = 2
+"""The ranks of the header's torchrun command for a tensor-parallel MRE."""
+# What select_backend() decides, as each target writes it: (backend, device, where it runs).
+TARGETS = {
+    "npu": ("npugraph_ex", "npu", "an Ascend NPU, with torch_npu and CANN's set_env.sh sourced"),
+    "portable": ("aot_eager", "cpu", "any machine, with the aot_eager stand-in on the CPU"),
 }
-
-
-NPU_BACKEND = 'Backend("npugraph_ex", "npu", "the npu target of the export")'
-"""What select_backend() decides on an NPU, as the npu target writes it."""
-
-
-def npu_form(statement: str, path: Path, first_line: int) -> str:
-    """The statement as the npu target writes it: select_backend()'s decision on an NPU in the
-    seed's literal form. It reads the statement's structure, not its text, so any formatting
-    reads alike:
-
-    - `select_backend()` becomes the Backend it returns on an NPU, and of a name bound to it,
-    - `.options` becomes NPUGRAPH_EX_OPTIONS and, but for cache_compile, `.name` "npugraph_ex";
-    - `x.to(<it or the ranks of tensor_parallel()>.device)` becomes `x.npu()`.
-
-    A use of select_backend() that is not a plain call is refused, naming its line: the file
-    would choose its backend where it runs, which the npu target promises not to do.
-    """
-    tree = ast.parse(statement)
-    backends, devices = set(), set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and is_call_of(node.value, "select_backend"):
-            names = {target.id for target in node.targets if isinstance(target, ast.Name)}
-            backends |= names
-            devices |= names
-        elif (
-            isinstance(node, ast.withitem)
-            and is_call_of(node.context_expr, "tensor_parallel")
-            and isinstance(node.optional_vars, ast.Name)
-        ):
-            devices.add(node.optional_vars.id)
-    calls = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
-    edits: list[tuple[ast.AST, ast.AST, str]] = []  # (from the start of, to the end of, new text)
-    for node in ast.walk(tree):
-        if is_call_of(node, "select_backend"):
-            if node.args or node.keywords:
-                refuse_backend_choice(path, first_line + node.lineno - 1)
-            edits.append((node, node, NPU_BACKEND))
-        elif isinstance(node, ast.Name) and node.id == "select_backend" and id(node) not in calls:
-            refuse_backend_choice(path, first_line + node.lineno - 1)
-        elif isinstance(node, ast.Attribute) and is_name_in(node.value, backends):
-            if node.attr == "options":
-                edits.append((node, node, "NPUGRAPH_EX_OPTIONS"))
-            elif node.attr == "name" and not project.CACHE_COMPILE:
-                edits.append((node, node, '"npugraph_ex"'))
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "to"
-            and not node.keywords
-            and len(node.args) == 1
-            and isinstance(device := node.args[0], ast.Attribute)
-            and device.attr == "device"
-            and is_name_in(device.value, devices)
-        ):
-            edits.append((node.func.value, node, ".npu()"))
-    return replaced(statement, edits)
-
-
-def is_call_of(node: ast.AST, function: str) -> bool:
-    return (
-        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == function
-    )
-
-
-def is_name_in(node: ast.AST, names: set[str]) -> bool:
-    return isinstance(node, ast.Name) and node.id in names
-
-
-def refuse_backend_choice(path: Path, line: int) -> None:
-    raise BundleError(
-        f"{path.name}:{line}: the npu target writes select_backend()'s choice on an NPU where it "
-        "is called, and this use of it is not a call without arguments; call it plainly "
-        "(`backend = select_backend()`), or export --target portable"
-    )
-
-
-def replaced(text: str, edits: list[tuple[ast.AST, ast.AST, str]]) -> str:
-    """text with each edit made: from the start of its first node (or, where the two differ, the
-    end of the first: the `.to(...)` after a value) to the end of the second."""
-    spans = []
-    for first, last, new in edits:
-        begin = (
-            offset(text, first.lineno, first.col_offset)  # type: ignore[attr-defined]
-            if first is last
-            else offset(text, first.end_lineno, first.end_col_offset)  # type: ignore[attr-defined]
-        )
-        spans.append((begin, offset(text, last.end_lineno, last.end_col_offset), new))  # type: ignore[attr-defined]
-    for begin, end, new in sorted(spans, reverse=True):
-        text = text[:begin] + new + text[end:]
-    return text
-
-
-# Where the names that the npu form writes are defined (npu_form).
-LITERAL_NAMES = {"Backend": f"{TOOLKIT}.backend", "NPUGRAPH_EX_OPTIONS": f"{TOOLKIT}.backend"}
-SCRIPT_NAMES = {"__file__", "__builtins__", "__cached__", "__annotations__"}
-"""What Python defines in every script beside the builtins (which hold __name__, __spec__, ...)."""
-PORTABLE_PRELUDE = """\
+# torch imports an installed torch_npu itself ("device backend autoload"), and dies with a
+# RuntimeError where CANN is not sourced: the file switches that off first.
+PRELUDE = """\
 import os
 
-# torch would import an installed torch_npu itself and die without CANN; the probe below does it.
+# An installed torch_npu is imported below, if at all, not by `import torch`.
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 """
-
+# The npu file's import of torch_npu: where it fails, one sentence and exit 2, not a traceback.
+TORCH_NPU_IMPORT = """\
+try:
+    import torch_npu  # noqa: F401  (the npu device and npugraph_ex)
+except ImportError:
+    print(
+        "This MRE needs torch_npu with CANN sourced; its `--target portable` export runs anywhere.",
+        file=sys.stderr,
+    )
+    sys.exit(2)
+"""
+# What the guard and the npu file's import of torch_npu read: imported so where mre.py does not.
+PLAIN_IMPORTS = {
+    "sys": "import sys",
+    "torch": "import torch",
+    "dist": "import torch.distributed as dist",
+}
+SCRIPT_NAMES = {"__file__", "__builtins__", "__cached__", "__annotations__"}
+"""What Python defines in every script beside the builtins (which hold __name__, __spec__, ...)."""
 
 # Data files: a module that finds files through its own location (these names and modules) reads
 # the files beside it, which one exported file cannot carry.
@@ -169,57 +99,41 @@ LOCATING_MODULES = {"importlib.resources", "importlib_resources", "pkgutil"}
 CODE_SUFFIXES = {".py", ".pyc", ".pyi", ".pyd", ".so"}
 
 
-def not_data() -> set[str]:
-    """Files of the package that are not data the model reads: a marker, and with an op-plugin op
-    the yaml whose schema the bundle holds as a string (inline_calls)."""
-    return {"py.typed", "op_plugin_functions.yaml"} if project.OP_PLUGIN else {"py.typed"}
-
-
 class BundleError(Exception):
     """The project cannot be bundled into one file: the message says where and why."""
 
 
-@dataclass
-class Definition:
-    """One top-level statement of a project module, with what it binds and what it needs."""
+# Reading the project's modules.
 
-    module: str
+
+@dataclass
+class Statement:
+    """A top-level statement of a module, but an import, with the names it binds."""
+
     text: str
     binds: set[str]
-    needs: set[str] = field(default_factory=set)
 
 
 @dataclass
 class Module:
     name: str
     path: Path
-    definitions: list[Definition] = field(default_factory=list)
-    # Local name → (project module, name there): `from .model import build_model as build`.
-    project_names: dict[str, tuple[str, str]] = field(default_factory=dict)
-    project_modules: list[str] = field(default_factory=list)
-    """Project modules imported whole (`from . import layers`): run for their side effects."""
-    # Local name → the import statement that binds it, for everything outside the project.
-    external: dict[str, ast.stmt] = field(default_factory=dict)
+    tree: ast.Module
+    lines: list[str]
+    statements: list[Statement] = field(default_factory=list)
+    imported: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Local name → (project module, name there; "" for the module itself)."""
+    external: dict[str, ast.Import | ast.ImportFrom] = field(default_factory=dict)
+    """Local name → the import that binds it, for everything outside the project."""
     future_annotations: bool = False
-    settings: set[str] = field(default_factory=set)
-    """Local names of the toolkit's project module (`from . import project`): the file holds the
-    values it reads (specialize)."""
-    type_only: set[str] = field(default_factory=set)
-    """Names imported under `if TYPE_CHECKING:`, for annotations only (drop_annotations)."""
 
 
 def is_project(module: str) -> bool:
     return module == PACKAGE or module.startswith(f"{PACKAGE}.")
 
 
-def absolute(module: Module, node: ast.ImportFrom) -> str:
-    """The absolute module name of a (possibly relative) `from ... import`."""
-    if not node.level:
-        return node.module or ""
-    base = module.name.split(".")
-    # A module's own package is its name minus the last part (a package's __init__ aside).
-    base = base[: len(base) - node.level + (module.path.name == "__init__.py")]
-    return ".".join([*base, *([node.module] if node.module else [])])
+def is_toolkit(module: str) -> bool:
+    return module.startswith(f"{TOOLKIT}.")
 
 
 def source_of(name: str) -> Path:
@@ -251,7 +165,7 @@ def is_module(name: str) -> bool:
 
 def global_reads(text: str) -> set[str]:
     """Every global name the code reads, at any depth: not its parameters or local variables."""
-    table = symtable.symtable(text, "<bundle>", "exec")
+    table = symtable.symtable(text, "<export>", "exec")
     reads, pending = set(), [table]
     while pending:
         scope = pending.pop()
@@ -262,105 +176,68 @@ def global_reads(text: str) -> set[str]:
     return reads
 
 
-def names_bound(node: ast.stmt) -> set[str]:
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return {node.name}
-    targets: list[ast.expr] = []
-    if isinstance(node, ast.Assign):
-        targets = node.targets
-    elif isinstance(node, ast.AnnAssign | ast.AugAssign):
-        targets = [node.target]
-    return {
-        child.id for target in targets for child in ast.walk(target) if isinstance(child, ast.Name)
-    }
+def names_bound(text: str) -> set[str]:
+    """The top-level names the code binds, but by an import."""
+    table = symtable.symtable(text, "<export>", "exec")
+    return {s.get_name() for s in table.get_symbols() if s.is_assigned() and not s.is_imported()}
 
 
 def is_docstring(node: ast.stmt) -> bool:
-    return (
-        isinstance(node, ast.Expr)
-        and isinstance(node.value, ast.Constant)
-        and isinstance(node.value.value, str)
-    )
+    return isinstance(node, ast.Expr) and isinstance(getattr(node.value, "value", None), str)
 
 
-def segment(lines: list[str], node: ast.stmt) -> str:
-    """The statement's source with its decorators and the comment lines right above it."""
-    return "\n".join(lines[segment_start(lines, node) - 1 : node.end_lineno])
+def is_main_guard(node: ast.stmt) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'"
 
 
-def segment_start(lines: list[str], node: ast.stmt) -> int:
-    """The line its segment starts on: the first comment line right above the statement or its
-    first decorator."""
-    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-    while start > 1 and lines[start - 2].lstrip().startswith("#"):
-        start -= 1
-    return start
+def comments_above(lines: list[str], line: int) -> int:
+    """The first of the comment lines right above `line` (from 1), or `line` itself."""
+    while line > 1 and lines[line - 2].lstrip().startswith("#"):
+        line -= 1
+    return line
 
 
-def load(name: str, target: str) -> Module:
-    """Parse one project module into its definitions and imports."""
+def load(name: str) -> Module:
+    """Parse one project module into its imports and its other statements."""
     path = source_of(name)
-    module = Module(name, path)
     text = path.read_text()
     # Named, so that a syntax error in your module is told as its file and line.
-    tree = ast.parse(text, filename=str(path))
-    lines = text.splitlines()
-    for node in tree.body:
-        if is_docstring(node) and node is tree.body[0]:
-            continue  # the module docstring
+    module = Module(name, path, ast.parse(text, filename=str(path)), text.splitlines())
+    for node in module.tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             module.future_annotations = True
         elif isinstance(node, ast.Import | ast.ImportFrom):
             add_import(module, node)
-        elif is_type_checking(node):
-            for child in node.body:
-                if isinstance(child, ast.Import | ast.ImportFrom):
-                    names = [alias.asname or alias.name.split(".")[0] for alias in child.names]
-                    module.type_only.update(names)
-        else:
-            toolkit = is_toolkit(name)
-            if not toolkit and (nested := project_imports(node)):
-                lines = ", ".join(str(line) for line in sorted({n.lineno for n in nested}))
-                what = "a project import" if len(nested) == 1 else "project imports"
+        elif not (node is module.tree.body[0] and is_docstring(node)):
+            nested = [
+                child.lineno
+                for child in ast.walk(node)
+                if isinstance(child, ast.ImportFrom)
+                and (child.level or is_project(child.module or ""))
+            ]
+            if nested and not is_toolkit(name):
+                one = len(nested) == 1
                 raise BundleError(
-                    f"{path.name}:{lines}: {what} inside a function or block cannot be bundled; "
-                    f"move {'it' if len(nested) == 1 else 'them'} to the top of the module"
+                    f"{path.name}:{', '.join(map(str, sorted(set(nested))))}: "
+                    f"{'a project import' if one else 'project imports'} inside a function or "
+                    f"block cannot be bundled; move {'it' if one else 'them'} to the top of the module"
                 )
-            if is_docstring(node) and module.definitions:
-                # An attribute docstring belongs to the assignment right above it.
-                previous = module.definitions[-1]
-                previous.text += "\n" + segment(lines, node)
-                continue
-            statement = specialize(segment(lines, node), module.settings)
-            if toolkit:
-                statement = hoist_imports(module, statement)
-            if not statement:
-                continue  # a branch on a setting this project does not take
-            if target == "npu":
-                statement = npu_form(statement, path, segment_start(lines, node))
-                if name == f"{TOOLKIT}.compile_cache":
-                    statement = literal_cache_compile(statement)
-            statement = inline_calls(name, statement)
-            parsed = ast.parse(statement).body[0]
-            module.definitions.append(
-                Definition(name, statement, names_bound(parsed), global_reads(statement))
-            )
+            add_statement(module, node)
     return module
 
 
 def add_import(module: Module, node: ast.Import | ast.ImportFrom) -> None:
     """Record what a top-level import binds: a project name, a project module or an import."""
     if isinstance(node, ast.ImportFrom) and (node.level or is_project(node.module or "")):
-        origin = absolute(module, node)
+        origin = node.module or ""
+        if node.level:  # relative: to the package of the module (a package's own __init__ is one)
+            parts = module.name.split(".")
+            parts = parts[: len(parts) - node.level + (module.path.name == "__init__.py")]
+            origin = ".".join([*parts, *([origin] if origin else [])])
         for alias in node.names:
-            local = alias.asname or alias.name
-            if f"{origin}.{alias.name}" == f"{TOOLKIT}.project":
-                module.settings.add(local)
-            elif is_module(f"{origin}.{alias.name}"):
-                module.project_modules.append(f"{origin}.{alias.name}")
-                module.project_names[local] = (f"{origin}.{alias.name}", "")
-            else:
-                module.project_names[local] = (origin, alias.name)
+            whole = is_module(f"{origin}.{alias.name}")
+            found = (f"{origin}.{alias.name}", "") if whole else (origin, alias.name)
+            module.imported[alias.asname or alias.name] = found
     elif isinstance(node, ast.Import):
         for alias in node.names:
             if is_project(alias.name):
@@ -375,249 +252,38 @@ def add_import(module: Module, node: ast.Import | ast.ImportFrom) -> None:
             module.external[alias.asname or alias.name] = node
 
 
-def project_imports(node: ast.AST) -> list[ast.ImportFrom]:
-    """The imports of this project's modules inside `node`, at any depth."""
-    return [
-        child
-        for child in ast.walk(node)
-        if isinstance(child, ast.ImportFrom) and (child.level or is_project(child.module or ""))
-    ]
-
-
-def is_type_checking(node: ast.stmt) -> bool:
-    """`if TYPE_CHECKING:` (or typing.TYPE_CHECKING) with no else: imports for type hints only."""
-    return (
-        isinstance(node, ast.If)
-        and ast.unparse(node.test) in {"TYPE_CHECKING", "typing.TYPE_CHECKING"}
-        and not node.orelse
-    )
-
-
-def inline_calls(module: str, statement: str) -> str:
-    """Replace calls that read this project's files by their values, so the file stands alone."""
-    if module == f"{TOOLKIT}.op_plugin":  # op-plugin projects only: the hook prunes it otherwise
+def add_statement(module: Module, node: ast.stmt) -> None:
+    """A statement with its decorators and the comment lines right above it."""
+    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    text = "\n".join(module.lines[comments_above(module.lines, start) - 1 : node.end_lineno])
+    if is_docstring(node) and module.statements:
+        # An attribute docstring belongs to the assignment right above it.
+        module.statements[-1].text += "\n" + text
+        return
+    if module.name == f"{TOOLKIT}.op_plugin":  # an op-plugin op's schema: read from the yaml
         # From opschema, not op_plugin, which imports torch: export bundles without torch.
         from .opschema import schema
 
         # Calls only, not the definition: the yaml's func becomes a string in the file.
-        literal = json.dumps(schema()).replace("\\", "\\\\")
-        statement = re.sub(r"(?<!def )\bschema\(\)", literal, statement)
-    return statement
+        text = re.sub(r"(?<!def )\bschema\(\)", json.dumps(schema()).replace("\\", "\\\\"), text)
+    module.statements.append(Statement(text, names_bound(text)))
 
 
-def specialize(statement: str, settings: set[str]) -> str:
-    """The statement as this project runs it, reading no setting: each `project.NAME` it reads
-    (`project` among `settings`) written as its value, then what that decides cut to the side
-    this project takes (`if`, `x if ... else y`, `and`, `or`, `not`, comparisons). Empty if the
-    whole statement is a branch not taken."""
-    if not settings:
-        return statement
-    while (step := fold_once(statement, settings)) is not None:
-        statement = step
-    return statement
+def body_text(module: Module) -> str:
+    """The module's source as it travels whole: without its docstring, its imports (the file's
+    import block holds them) and its __main__ guard (which would run in the middle of the file)."""
+    left_out = set()
+    for node in module.tree.body:
+        docstring = node is module.tree.body[0] and is_docstring(node)
+        if docstring or is_main_guard(node) or isinstance(node, ast.Import | ast.ImportFrom):
+            start = node.lineno if docstring else comments_above(module.lines, node.lineno)
+            left_out.update(range(start, (node.end_lineno or node.lineno) + 1))
+    kept = [line for n, line in enumerate(module.lines, 1) if n not in left_out]
+    # No more than two blank lines in a row, as ruff format keeps them.
+    return re.sub(r"\n(\s*\n){3,}", "\n\n\n", "\n".join(kept)).strip("\n")
 
 
-def fold_once(text: str, settings: set[str]) -> str | None:
-    """`text` with one setting, decided expression or branch folded; None if none is left."""
-    tree = ast.parse(text)
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    for node in ast.walk(tree):  # outer first: an f-string before the setting it holds
-        if isinstance(node, ast.JoinedStr) and (folded := fold_fstring(text, node, settings)):
-            return folded
-        in_fstring = any(isinstance(parent, ast.JoinedStr) for parent in ancestors(node, parents))
-        if not in_fstring and (value := setting(node, settings)):
-            return replace(text, node, python_literal(value[0]))
-        if isinstance(node, ast.BoolOp) and (kept := decided(text, node)) is not None:
-            return replace(text, node, kept)
-        not_ = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
-        if (not_ or isinstance(node, ast.Compare)) and (known := constant(node)):
-            return replace(text, node, python_literal(known[0]))
-        if isinstance(node, ast.IfExp) and (known := constant(node.test)):
-            return replace(text, node, source(text, node.body if known[0] else node.orelse))
-        if isinstance(node, ast.If) and (known := constant(node.test)):
-            return cut_branch(text, node, bool(known[0]), parents[node])
-    return None
-
-
-def ancestors(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> list[ast.AST]:
-    found = []
-    while node in parents:
-        node = parents[node]
-        found.append(node)
-    return found
-
-
-def setting(node: ast.AST, settings: set[str]) -> tuple[Any] | None:
-    """(value,) of `project.NAME`, a setting of a plain type; None for anything else."""
-    if (
-        isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id in settings
-        and isinstance(node.ctx, ast.Load)
-        and hasattr(project, node.attr)
-    ):
-        value = getattr(project, node.attr)
-        if value is None or isinstance(value, bool | int | str):
-            return (value,)
-    return None
-
-
-def constant(node: ast.AST) -> tuple[Any] | None:
-    """(value,) of an expression of literals only (`"none" == "in_place"`); None otherwise."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        operand = constant(node.operand)
-        return None if operand is None else (not operand[0],)
-    if isinstance(node, ast.Compare):
-        values = [constant(each) for each in [node.left, *node.comparators]]
-        if None in values or any(type(op) not in COMPARISONS for op in node.ops):
-            return None
-        pairs = zip(node.ops, values, values[1:], strict=False)
-        return (all(COMPARISONS[type(op)](a[0], b[0]) for op, a, b in pairs),)  # type: ignore[index]
-    try:
-        return (ast.literal_eval(node),)
-    except (ValueError, TypeError, SyntaxError):
-        return None
-
-
-COMPARISONS = {
-    ast.Eq: lambda a, b: a == b,
-    ast.NotEq: lambda a, b: a != b,
-    ast.In: lambda a, b: a in b,
-    ast.NotIn: lambda a, b: a not in b,  # codespell:ignore notin
-    ast.Is: lambda a, b: a is b,
-    ast.IsNot: lambda a, b: a is not b,
-}
-
-
-def decided(text: str, node: ast.BoolOp) -> str | None:
-    """What `and`/`or` whose first operand is a literal comes to: that operand if it decides
-    (`False and x`), else the other operands (`True and x` is x); None if it is no literal."""
-    first = constant(node.values[0])
-    if first is None:
-        return None
-    if bool(first[0]) == isinstance(node.op, ast.Or):
-        return source(text, node.values[0])
-    joiner = " or " if isinstance(node.op, ast.Or) else " and "
-    return joiner.join(source(text, value) for value in node.values[1:])
-
-
-def fold_fstring(text: str, node: ast.JoinedStr, settings: set[str]) -> str | None:
-    """The f-string with each plain `{project.NAME}` written into its text, as the Jinja template
-    once wrote it; an f-string left with no field loses its f."""
-    fields = [
-        part.value
-        for part in node.values
-        if isinstance(part, ast.FormattedValue)
-        and part.conversion == -1
-        and part.format_spec is None
-        and setting(part.value, settings)
-    ]
-    if not fields:
-        return None
-    segment = source(text, node)
-    for attribute in fields:
-        assert isinstance(attribute, ast.Attribute)
-        assert isinstance(attribute.value, ast.Name)
-        value = str(getattr(project, attribute.attr))
-        # An f-string's own braces are doubled (written so, as this file holds no Jinja).
-        escaped = value.replace("\\", "\\\\").replace("{", "{" * 2).replace("}", "}" * 2)
-        name = r"\{\s*" + re.escape(attribute.value.id) + r"\s*\.\s*" + attribute.attr + r"\s*\}"
-        segment = re.sub(name, escaped.replace("\\", "\\\\"), segment)
-    folded = ast.parse(f"({segment})").body[0]
-    assert isinstance(folded, ast.Expr)
-    if not any(isinstance(part, ast.FormattedValue) for part in ast.walk(folded.value)):
-        segment = drop_f_prefixes(segment)
-    return replace(text, node, segment)
-
-
-def drop_f_prefixes(segment: str) -> str:
-    """The (implicitly concatenated) string `segment` with its f prefixes removed."""
-    starts = {tokenize.STRING, getattr(tokenize, "FSTRING_START", tokenize.STRING)}
-    lines = segment.split("\n")
-    cuts = []
-    for token in tokenize.generate_tokens(io.StringIO(f"({segment})").readline):
-        prefix = re.match(r"[a-zA-Z]*", token.string)
-        if token.type in starts and prefix and "f" in prefix.group().lower():
-            line, column = token.start
-            column -= line == 1  # the opening parenthesis added above
-            cuts.append((line, column + prefix.group().lower().index("f")))
-    for line, column in sorted(cuts, reverse=True):
-        lines[line - 1] = lines[line - 1][:column] + lines[line - 1][column + 1 :]
-    return "\n".join(lines)
-
-
-def python_literal(value: Any) -> str:
-    """`value` as ruff format writes it: a string in double quotes."""
-    text = repr(value)
-    if isinstance(value, str) and text.startswith("'") and '"' not in value:
-        text = f'"{text[1:-1]}"'
-    return text
-
-
-def cut_branch(text: str, node: ast.If, taken: bool, parent: ast.AST) -> str:
-    """`text` with the `if` statement `node` replaced by the branch its decided test takes; the
-    comment lines right above it, which speak of the test, go with the test."""
-    lines = text.split("\n")
-    indent = node.col_offset
-    if taken:
-        header_end = node.test.end_lineno or node.lineno
-        while lines[header_end].lstrip().startswith(")"):  # a test over several lines
-            header_end += 1
-        block = lines[header_end : node.body[-1].end_lineno]
-        kept = dedent(block, node.body[0].col_offset - indent)
-    elif not node.orelse:
-        return remove_statement(text, node, parent)
-    elif isinstance(elif_ := node.orelse[0], ast.If) and is_elif(lines, elif_):
-        line = lines[elif_.lineno - 1]
-        kept = [line[:indent] + line[indent:].replace("elif", "if", 1)]
-        kept += lines[elif_.lineno : node.end_lineno]
-    else:
-        between = range(node.body[-1].end_lineno or 0, node.orelse[0].lineno)
-        else_line = max(at for at in between if lines[at - 1].strip().startswith("else"))
-        block = lines[else_line : node.orelse[-1].end_lineno]
-        kept = dedent(block, node.orelse[0].col_offset - indent)
-    start = comments_above(lines, node.lineno)
-    return "\n".join([*lines[: start - 1], *kept, *lines[node.end_lineno :]])
-
-
-def comments_above(lines: list[str], line: int) -> int:
-    """The first of the comment lines right above `line` (from 1), or `line` itself."""
-    while line > 1 and lines[line - 2].lstrip().startswith("#"):
-        line -= 1
-    return line
-
-
-def is_elif(lines: list[str], node: ast.If) -> bool:
-    return lines[node.lineno - 1].lstrip().startswith("elif")
-
-
-def remove_statement(text: str, node: ast.stmt, parent: ast.AST) -> str:
-    """`text` without the statement `node` and the comment lines right above it; `pass` in its
-    place if its block holds nothing else, and empty if it was the whole text."""
-    lines = text.split("\n")
-    start = comments_above(lines, node.lineno)
-    blocks = [getattr(parent, name, []) for name in ("body", "orelse", "finalbody")]
-    block = next(block for block in blocks if any(statement is node for statement in block))
-    if len(block) > 1:
-        kept = []
-    elif isinstance(parent, ast.Module):
-        return ""
-    else:
-        kept = [" " * node.col_offset + "pass"]
-    end = node.end_lineno or node.lineno
-    before = lines[start - 2].rstrip() if start > 1 else ""
-    blank_after = end < len(lines) and not lines[end].strip()
-    if not kept and blank_after and (not before or before.endswith(":")):
-        end += 1  # no blank line left at the start of a block, nor two in a row
-    return "\n".join([*lines[: start - 1], *kept, *lines[end:]])
-
-
-def dedent(lines: list[str], by: int) -> list[str]:
-    return [line[min(by, len(line) - len(line.lstrip(" "))) :] for line in lines]
-
-
-def source(text: str, node: ast.AST) -> str:
-    return ast.get_source_segment(text, node) or ""
+# Writing mre.py's backend as literals.
 
 
 def offset(text: str, line: int, column: int) -> int:
@@ -627,221 +293,354 @@ def offset(text: str, line: int, column: int) -> int:
     return before + len(lines[line - 1].encode()[:column].decode())
 
 
-def replace(text: str, node: ast.AST, new: str) -> str:
-    start = offset(text, node.lineno, node.col_offset)  # type: ignore[attr-defined]
-    end = offset(text, node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
-    return text[:start] + new + text[end:]
+def span(text: str, node: ast.AST) -> tuple[int, int]:
+    start = offset(text, node.lineno, node.col_offset)
+    return start, offset(text, node.end_lineno, node.end_col_offset)
 
 
-def hoist_imports(module: Module, statement: str) -> str:
-    """A toolkit statement without the project imports inside it (`from .decode import
-    first_step` in the branch that needs it): their names are the module's, for the bundle to
-    define; the file runs where the project is not."""
-    while True:
-        tree = ast.parse(statement)
-        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        nested = project_imports(tree)
-        if not nested:
-            return statement
-        add_import(module, nested[0])
-        statement = remove_statement(statement, nested[0], parents[nested[0]])
+def edited(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """`text` with each span (start, end) replaced by its new text."""
+    for start, end, new in sorted(edits, reverse=True):
+        text = text[:start] + new + text[end:]
+    return text
 
 
-def literal_cache_compile(statement: str) -> str:
-    """compile_cache's cache_compile(...) as the seed writes it on an NPU: npugraph_ex's own with
-    the npugraph_ex options; a rank's keywords (**ranks) only with tensor parallelism, which
-    alone passes any."""
-    while call := next(
-        (
-            node
-            for node in ast.walk(ast.parse(statement))
-            if isinstance(node, ast.Call) and ast.unparse(node.func) == "cache_compile"
-        ),
-        None,
-    ):
-        line = statement.split("\n")[call.lineno - 1]
-        indent = " " * (len(line) - len(line.lstrip(" ")))
-        arguments = [source(statement, argument) for argument in call.args]
-        arguments += [source(statement, kw) for kw in call.keywords if kw.arg is not None]
-        arguments.append("options=NPUGRAPH_EX_OPTIONS")
-        if project.TENSOR_PARALLEL:
-            arguments += [source(statement, kw) for kw in call.keywords if kw.arg is None]
-        inner = "".join(f"{indent}    {argument},\n" for argument in arguments)
-        literal = f"torch.npu.npugraph_ex.inference.cache_compile(\n{inner}{indent})"
-        statement = replace(statement, call, literal)
-    return statement
+def python_literal(value: Any, column: int = 0, indent: int = 0) -> str:
+    """`value` (None, a bool, a number, a string or a dict of them) as ruff format writes it at
+    `column` of a line indented by `indent`: on that line if it fits, else a dict one item a line."""
+    if isinstance(value, dict):
+        items = [f"{python_literal(key)}: {python_literal(each)}" for key, each in value.items()]
+        flat = "{" + ", ".join(items) + "}"
+        if column + len(flat) <= LINE_LENGTH or not items:
+            return flat
+        inner = "".join(f"{' ' * (indent + 4)}{item},\n" for item in items)
+        return "{\n" + inner + " " * indent + "}"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # double quotes, as ruff format writes them
+    return repr(value)
 
 
-def drop_annotations(text: str, names: set[str]) -> str:
-    """`text` without the annotations that name one of `names`: types imported for type hints
-    only, from a module the file does not carry (parallel.py in a project without tensor
-    parallelism), which would be undefined names in it."""
-    while True:
-        tree = ast.parse(text)
-        found = next(
+def is_call_of(node: ast.AST, function: str) -> bool:
+    return isinstance(node, ast.Call) and getattr(node.func, "id", None) == function
+
+
+def names_read(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+class LiteralMre:
+    """mre.py's definitions with select_backend()'s choice written as a target's literals.
+
+    The name bound to `select_backend()` (`backend`) goes, with that statement: each
+    `if backend.is_npugraph_ex:` becomes the branch the target takes; `.name`, `.device` and
+    `.is_npugraph_ex` become their values; `x.to(backend.device)` becomes `x.npu()` (portable:
+    `x.to("cpu")`, or `x` where a method call follows); `config = backend.options` binds the
+    options themselves (portable: None), and any other `backend.options` reads config;
+    `keyed(CACHE_DIR, model)` becomes the cache folder. A class or function of mre.py that takes
+    the backend takes config instead, or nothing where it reads none, and so does each call of
+    it; a config nothing reads goes. Any other use is refused, naming it: the file would choose
+    its backend where it runs, which the targets promise not to do.
+    """
+
+    def __init__(self, mre: Module, target: str, options: Callable[[], dict]) -> None:
+        backend, self.device, _ = TARGETS[target]
+        self.npu, self.options = target == "npu", options
+        self.values = {"name": backend, "device": self.device, "is_npugraph_ex": self.npu}
+        self.text = body_text(mre)
+        tree = ast.parse(self.text)
+        self.backends = {choice.targets[0].id for choice in choices(tree)}
+        # The name the options are bound to, the seed's `config` unless mre.py names them otherwise.
+        self.config = next(
             (
-                (owner, annotation)
-                for owner in ast.walk(tree)
-                for annotation in annotations_of(owner)
-                if names & {name.id for name in ast.walk(annotation) if isinstance(name, ast.Name)}
+                node.targets[0].id
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Assign)
+                and isinstance(node.targets[0], ast.Name)
+                and self.is_field(node.value, "options")
+            ),
+            "config",
+        )
+
+    def written(self) -> str:
+        text = self.text
+        for step in (self.cut_branches, self.literals, self.pass_config, self.drop_unread_config):
+            text = step(text)
+        lines = text.split("\n")
+        for node in ast.walk(ast.parse(text)):
+            if getattr(node, "id", None) in {*self.backends, "select_backend"}:
+                raise BundleError(
+                    f"mre.py: export writes select_backend()'s choice as the target's literals, "
+                    f"and cannot write `{lines[node.lineno - 1].strip()}` so: call it plainly "
+                    "(`backend = select_backend()`) and read its .name, .device, .options and "
+                    ".is_npugraph_ex, or pass it to a class or function of mre.py"
+                )
+        return text
+
+    def is_field(self, node: ast.AST, *fields: str) -> bool:
+        """Whether `node` is `backend.<one of fields>`."""
+        return (
+            isinstance(node, ast.Attribute)
+            and getattr(node.value, "id", None) in self.backends
+            and node.attr in fields
+        )
+
+    def cut_branches(self, text: str) -> str:
+        """Each `if backend.is_npugraph_ex:` cut to the branch the target takes, dedented."""
+        while branch := next(
+            (
+                node
+                for node in ast.walk(ast.parse(text))
+                if isinstance(node, ast.If) and self.is_field(node.test, "is_npugraph_ex")
             ),
             None,
+        ):
+            lines, taken, kept = text.split("\n"), branch.body if self.npu else branch.orelse, []
+            if taken:
+                # From the line after `if ...:` or `else:`, comments at the top of the block too.
+                first = (branch.test.end_lineno or branch.lineno) + 1
+                if taken is branch.orelse:
+                    between = range(branch.body[-1].end_lineno or 0, taken[0].lineno)
+                    first = max(n for n in between if lines[n - 1].strip().startswith("else")) + 1
+                by = taken[0].col_offset - branch.col_offset
+                block = lines[first - 1 : taken[-1].end_lineno]
+                kept = [line[min(by, len(line) - len(line.lstrip(" "))) :] for line in block]
+            start = comments_above(lines, branch.lineno)  # they speak of the test
+            text = "\n".join([*lines[: start - 1], *kept, *lines[branch.end_lineno :]])
+        return text
+
+    def literals(self, text: str) -> str:
+        """Each read of the backend as the target's value, and the choice gone."""
+        tree, edits, done = ast.parse(text), [], set()
+        parents = {
+            id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)
+        }
+        for choice in choices(tree):  # the whole statement, and the comment lines above it
+            start = offset(text, comments_above(text.split("\n"), choice.lineno), 0)
+            edits.append((start, span(text, choice)[1] + 1, ""))
+        for node in ast.walk(tree):  # outer first: a move before the device it names
+            if id(node) in done:
+                continue
+            if self.is_move(node):
+                done.add(id(node.args[0]))
+                if self.npu:
+                    new = ".npu()"
+                elif isinstance(parents.get(id(node)), ast.Attribute):
+                    new = ""  # `build_model().to("cpu").eval()` reads as `build_model().eval()`
+                else:
+                    new = f'.to("{self.device}")'
+                moved = node.func.value
+                edits.append((span(text, moved)[1], span(text, node)[1], new))
+            elif isinstance(node, ast.Assign) and self.is_field(node.value, "options"):
+                done.add(id(node.value))
+                options = self.options() if self.npu else None
+                value = python_literal(options, node.value.col_offset, node.col_offset)
+                edits.append((*span(text, node.value), value))
+            elif self.is_field(node, "options"):
+                edits.append((*span(text, node), self.config))
+            elif self.is_field(node, *self.values):
+                edits.append((*span(text, node), python_literal(self.values[node.attr])))
+            elif is_call_of(node, "keyed"):
+                edits.append((*span(text, node), python_literal(project.CACHE_DIR)))
+        return edited(text, edits)
+
+    def is_move(self, node: ast.AST) -> bool:
+        """Whether `node` is `x.to(backend.device)`."""
+        return (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "to"
+            and not node.keywords
+            and [self.is_field(argument, "device") for argument in node.args] == [True]
         )
-        if found is None:
-            return text
-        owner, annotation = found
-        end = offset(text, annotation.end_lineno, annotation.end_col_offset)  # type: ignore[arg-type]
-        default = ""
-        if isinstance(owner, ast.arg):  # `ranks: Ranks | None = None` becomes `ranks=None`
-            start = offset(text, owner.lineno, owner.col_offset) + len(owner.arg)
-            if text.startswith(" = ", end):
-                default, end = "=", end + 3
-        else:  # the return annotation: `) -> Ranks:` becomes `):`
-            start = text.rindex("->", 0, offset(text, annotation.lineno, annotation.col_offset))
-            start = len(text[:start].rstrip(" "))
-        text = text[:start] + default + text[end:]
+
+    def takers(self, tree: ast.Module) -> dict[str, ast.FunctionDef]:
+        """mre.py's functions, and classes by their __init__, that take the backend."""
+        found = {}
+        for owner in tree.body:
+            functions = [owner] if isinstance(owner, ast.FunctionDef) else []
+            if isinstance(owner, ast.ClassDef):
+                functions = [f for f in owner.body if getattr(f, "name", "") == "__init__"]
+            for function in functions:
+                if {a.arg for a in function.args.args} & self.backends:
+                    found[owner.name] = function
+        return found
+
+    def pass_config(self, text: str) -> str:
+        """A parameter that took the backend takes config where its function reads config, and
+        goes where it reads none; so does the argument that passed it."""
+        tree, edits = ast.parse(text), []
+        takers = self.takers(tree)
+        for name, function in takers.items():
+            reads = self.config in names_read(function)
+            calls = [
+                node.args
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == name
+            ]
+            for items in [function.args.args, *calls]:
+                found = [n for n, item in enumerate(items) if self.is_backend(item)]
+                edits += [passed(text, items, n, reads and self.config) for n in found]
+        return edited(text, edits)
+
+    def is_backend(self, node: ast.AST) -> bool:
+        return (getattr(node, "id", None) or getattr(node, "arg", None)) in self.backends
+
+    def drop_unread_config(self, text: str) -> str:
+        """Without `config = ...` where nothing reads config: portable cache_compile's, whose
+        stand-in takes no options."""
+        edits = [
+            (offset(text, node.lineno, 0), span(text, node)[1] + 1, "")
+            for function in ast.walk(ast.parse(text))
+            if isinstance(function, ast.FunctionDef) and self.config not in names_read(function)
+            for node in function.body
+            if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == self.config
+        ]
+        return edited(text, edits)
 
 
-def annotations_of(node: ast.AST) -> list[ast.expr]:
-    if isinstance(node, ast.arg) and node.annotation:
-        return [node.annotation]
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns:
-        return [node.returns]
-    return []
+def choices(tree: ast.AST) -> list[ast.Assign]:
+    """The statements `backend = select_backend()` in `tree`."""
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and is_call_of(node.value, "select_backend")
+        and not (node.value.args or node.value.keywords)
+    ]
+
+
+def passed(text: str, items: list[ast.AST], position: int, name: str) -> tuple[int, int, str]:
+    """The edit that makes item `position` of a parameter or argument list `name`, or, where
+    `name` is empty, takes it out with the comma before it (after it, where it comes first)."""
+    start, end = span(text, items[position])
+    if name:
+        return start, end, name
+    if position:
+        return span(text, items[position - 1])[1], end, ""
+    return start, span(text, items[1])[0] if items[1:] else end, ""
+
+
+# Bundling.
 
 
 class Bundler:
-    """Collects the definitions the entry module needs, each after what it needs, in one file."""
+    """Collects what the MRE needs into one file: your modules whole, each after what it reads,
+    only the toolkit definitions they read, then mre.py's definitions as the target writes them."""
 
     def __init__(self, target: str) -> None:
         self.target = target
         self.modules: dict[str, Module] = {}
-        self.emitted: list[Definition] = []
-        self.seen: set[int] = set()
-        self.started: set[int] = set()
-        """Definitions being emitted: what they read comes first, they follow it."""
-        self.waiting: list[Definition] = []
-        """Definitions that read one being emitted (a table filled with a class's method, after
-        the class): each follows it."""
-        self.bound: dict[str, str] = {}
-        """Top-level name → the module whose definition it is, to catch two of one name."""
-        self.imports: dict[str, tuple[ast.stmt, str]] = {}
+        self.chunks: list[str] = []
+        """The file's code after its imports, in order."""
         self.entered: set[str] = set()
+        self.emitted: set[int] = set()
+        self.owners: dict[str, str] = {}
+        """Top-level name → the module whose code binds it, to catch two of one name."""
+        self.imports: dict[str, tuple[ast.Import | ast.ImportFrom, str]] = {}
+        self.future_annotations = False
 
     def module(self, name: str) -> Module:
         if name not in self.modules:
-            self.modules[name] = load(name, self.target)
+            self.modules[name] = load(name)
         return self.modules[name]
 
-    def enter(self, name: str) -> None:
-        """A module is used: first run the project modules it imports whole (their side effects)."""
-        if name in self.entered:
-            return
-        self.entered.add(name)
-        for whole in self.module(name).project_modules:
-            self.whole(whole)
-
-    def whole(self, name: str) -> None:
-        self.enter(name)
-        module = self.module(name)
-        self.refuse_module_objects(module)
-        for definition in module.definitions:
-            if name.startswith(f"{TOOLKIT}.") and not side_effect(definition):
-                continue  # the rest of a toolkit module travels only where it is needed
-            self.emit(definition)
-
-    def refuse_module_objects(self, module: Module) -> None:
-        """A module object (`from . import layers`, then `layers.X`) has no place in one file."""
-        for definition in module.definitions:
-            used = {
-                local
-                for local, (origin, attribute) in module.project_names.items()
-                if attribute == "" and local in definition.needs
-            }
-            if used:
-                objects = f"object{'s' * (len(used) > 1)} {', '.join(sorted(used))}"
+    def bundle(self, name: str) -> str:
+        entry = self.module(ENTRY)
+        self.entered.add(ENTRY)  # it travels as the target writes it, not whole
+        options = lambda: self.toolkit_literal(f"{TOOLKIT}.backend", "NPUGRAPH_EX_OPTIONS")
+        mre = LiteralMre(entry, self.target, options).written()
+        self.add_imported_modules(entry, mre)
+        self.add(entry, mre)
+        main = next((node for node in entry.tree.body if is_main_guard(node)), ast.Pass())
+        parallel = any(is_call_of(node, "tensor_parallel") for node in ast.walk(main))
+        self.add(entry, guard(self.target, parallel), defined=names_bound(mre))
+        if self.target == "npu":
+            self.resolve(entry, "sys")  # the import of torch_npu tells its failure on stderr
+        self.refuse_data_files()
+        for imported, (_, importer) in self.imports.items():
+            if owner := self.owners.get(imported):
                 raise BundleError(
-                    f"{module.path.name} uses the module {objects}: one file has no "
-                    "modules; import the names you use instead (from .module import name)"
+                    f"`{imported}` is imported in {importer} and defined in {owner}: one file "
+                    f"holds one of each name; {renaming(imported, importer, owner)}"
                 )
+        return render(self, header(self.target, name, parallel))
 
-    def emit(self, definition: Definition) -> None:
-        if id(definition) in self.seen:
-            return
-        self.seen.add(id(definition))
-        self.started.add(id(definition))
-        module = self.module(definition.module)
-        self.enter(definition.module)
-        for name in sorted(definition.needs - definition.binds):
-            self.resolve(module, name)
-        for name in definition.binds:
-            owner = self.bound.setdefault(name, definition.module)
-            if owner != definition.module:
+    def toolkit_literal(self, module: str, name: str) -> Any:
+        """The value a toolkit module assigns to `name`, read from its source: no import."""
+        for node in self.module(module).tree.body:
+            targets = getattr(node, "targets", [getattr(node, "target", None)])
+            if any(getattr(each, "id", None) == name for each in targets):
+                return ast.literal_eval(node.value)
+        raise BundleError(f"{module} assigns no {name}")
+
+    def add(self, module: Module, text: str, defined: set[str] | None = None) -> None:
+        """Code of `module` into the file, after the code of everything it reads."""
+        aliases = []
+        for name in sorted(global_reads(text) - names_bound(text) - (defined or set())):
+            if (found := self.resolve(module, name)) != name:
+                aliases.append(f"{name} = {found}")  # `from .model import build as build_model`
+        for name in names_bound(text) | {alias.split(" = ")[0] for alias in aliases}:
+            owner = self.owners.setdefault(name, module.name)
+            if owner != module.name:
                 raise BundleError(
-                    f"`{name}` is defined in both {owner} and {definition.module}: one file holds "
-                    f"one of each name; {renaming(name, owner, definition.module)}"
+                    f"`{name}` is defined in both {owner} and {module.name}: one file holds one "
+                    f"of each name; {renaming(name, owner, module.name)}"
                 )
-        self.emitted.append(definition)
-        self.started.discard(id(definition))
-        # One at a time: emitting one may emit others that waited.
-        while ready := next((d for d in self.waiting if not self.reads_one_started(d)), None):
-            self.waiting = [d for d in self.waiting if d is not ready]
-            self.emit(ready)
+        self.chunks.extend(["\n".join(aliases), text] if aliases else [text])
 
-    def reads_one_started(self, definition: Definition) -> bool:
-        """Whether `definition` reads a name of its module whose definition is being emitted."""
-        module = self.module(definition.module)
-        return any(
-            id(other) in self.started
-            for other in module.definitions
-            if other.binds & (definition.needs - definition.binds)
-        )
-
-    def resolve(self, module: Module, name: str) -> None:
-        """Make `name`, as `module` means it, defined in the bundle."""
-        local = [d for d in module.definitions if name in d.binds]
-        if local:
-            for definition in local:
-                if self.reads_one_started(definition):
-                    if all(d is not definition for d in self.waiting):
-                        self.waiting.append(definition)
-                else:
-                    self.emit(definition)
-        elif name in module.project_names:
-            origin, attribute = module.project_names[name]
-            if not origin.startswith(f"{TOOLKIT}."):
-                # Your modules travel whole: a statement of theirs may register something.
-                self.whole(origin)
-            if attribute:
-                self.resolve(self.module(origin), attribute)
-                if attribute != name:
-                    # It needs nothing more: `attribute` is resolved above, as `origin` means it.
-                    self.emit(Definition(module.name, f"{name} = {attribute}", {name}))
-        elif name in LITERAL_NAMES and name not in module.external:
-            # A name the npu target's literal form brings in (npu_form).
-            self.resolve(self.module(LITERAL_NAMES[name]), name)
-        elif name in module.external:
-            statement = module.external[name]
+    def resolve(self, module: Module, name: str) -> str:
+        """Make `name`, as `module` means it, defined in the file: the name it has there."""
+        if statements := [s for s in module.statements if name in s.binds]:
+            if not is_toolkit(module.name):
+                self.whole(module.name)
+            for statement in statements if is_toolkit(module.name) else []:
+                self.toolkit_statement(module, statement)  # only what is read of the toolkit
+            return name
+        if name in module.imported:
+            origin, attribute = module.imported[name]
+            if not attribute:
+                refuse_module_objects(module, [name])
+            return self.resolve(self.module(origin), attribute)
+        if name in module.external or (module.name == ENTRY and name in PLAIN_IMPORTS):
+            statement = module.external.get(name) or ast.parse(PLAIN_IMPORTS[name]).body[0]
             known = self.imports.setdefault(name, (statement, module.name))
             if binding(known[0], name) != binding(statement, name):
                 raise BundleError(
                     f"`{name}` is imported differently in {known[1]} and {module.name}; "
                     "import it the same way in both"
                 )
+        return name  # else a builtin, or a name verify() finds undefined
 
-    def bundle(self) -> str:
-        entry = self.module(ENTRY)
-        self.enter(ENTRY)
-        self.refuse_module_objects(entry)
-        for definition in entry.definitions:
-            self.emit(definition)
-        self.refuse_data_files()
-        for definition in self.emitted:
-            # Type hints of a module the file does not carry: without them it holds no such name.
-            missing = self.module(definition.module).type_only - {*self.bound, *self.imports}
-            if missing:
-                definition.text = drop_annotations(definition.text, missing)
-        return render(self.target, self.emitted, self.imports, self.future_annotations)
+    def whole(self, name: str) -> None:
+        """Your module `name` into the file, all of it: a statement of yours may register
+        something, as the custom operator's files do."""
+        if name in self.entered:
+            return
+        self.entered.add(name)
+        module = self.module(name)
+        self.future_annotations |= module.future_annotations
+        text = body_text(module)
+        self.add_imported_modules(module, text)
+        self.add(module, text)
+
+    def add_imported_modules(self, module: Module, text: str) -> None:
+        """The modules `module` imports whole (`from . import custom_op`), for what they register:
+        yours all of it, a toolkit module its statements that bind no public name."""
+        whole = [local for local, (_, attribute) in module.imported.items() if not attribute]
+        refuse_module_objects(module, sorted(set(whole) & global_reads(text)))
+        for origin in (module.imported[local][0] for local in whole):
+            if not is_toolkit(origin):
+                self.whole(origin)
+                continue
+            for statement in self.module(origin).statements:
+                if all(bound.startswith("_") for bound in statement.binds):
+                    self.toolkit_statement(self.module(origin), statement)
+
+    def toolkit_statement(self, module: Module, statement: Statement) -> None:
+        if id(statement) not in self.emitted:
+            self.emitted.add(id(statement))
+            self.future_annotations |= module.future_annotations
+            self.add(module, statement.text)
 
     def refuse_data_files(self) -> None:
         """Your modules find files beside them and the package holds some: name each, and refuse.
@@ -860,19 +659,21 @@ class Bundler:
                 "config) can be written into model.py"
             )
 
-    @property
-    def future_annotations(self) -> bool:
-        return any(self.modules[d.module].future_annotations for d in self.emitted)
 
-
-def is_toolkit(module: str) -> bool:
-    return module.startswith(f"{TOOLKIT}.")
+def refuse_module_objects(module: Module, used: list[str]) -> None:
+    """A module object (`from . import layers`, then `layers.X`) has no place in one file."""
+    if used:
+        objects = f"object{'s' * (len(used) > 1)} {', '.join(sorted(used))}"
+        raise BundleError(
+            f"{module.path.name} uses the module {objects}: one file has no modules; import the "
+            "names you use instead (from .module import name)"
+        )
 
 
 def locates_files(module: Module) -> str:
     """Where `module` first finds files through its own location: `model.py:5 through __file__`."""
     uses = []
-    for node in ast.walk(ast.parse(module.path.read_text())):
+    for node in ast.walk(module.tree):
         if isinstance(node, ast.Name) and node.id in LOCATING_NAMES:
             uses.append((node.lineno, node.id))
         elif isinstance(node, ast.Attribute) and ast.unparse(node) in LOCATING_MODULES:
@@ -889,26 +690,23 @@ def locates_files(module: Module) -> str:
 
 
 def data_files(folder: Path) -> list[str]:
-    """The files in the package `folder` that are data, not code, relative to it."""
+    """The files in the package `folder` that are data, not code, relative to it: not a marker,
+    nor an op-plugin op's yaml, whose schema the file holds as a string."""
+    known = {"py.typed", "op_plugin_functions.yaml"} if project.OP_PLUGIN else {"py.typed"}
     found = []
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder)
         hidden = any(part.startswith(".") or part == "__pycache__" for part in relative.parts)
-        known = path.suffix in CODE_SUFFIXES or path.name in not_data()
-        if path.is_file() and not hidden and not known:
+        code = path.suffix in CODE_SUFFIXES or path.name in known
+        if path.is_file() and not hidden and not code:
             found.append(relative.as_posix())
     return found
-
-
-def side_effect(definition: Definition) -> bool:
-    """A toolkit module's statements that run for their effect: bare calls and `_private = ...`."""
-    return all(name.startswith("_") for name in definition.binds)
 
 
 def renaming(name: str, *modules: str) -> str:
     """Which of two modules that both define `name` to rename it in: the user's, where the other
     is the toolkit's (the template's file, which an update would overwrite)."""
-    yours = [module for module in modules if ".toolkit." not in f"{module}."]
+    yours = [module for module in modules if not is_toolkit(module)]
     if len(yours) == 1:
         return (
             f"rename `{name}` in {yours[0]}: the other is the toolkit's, which the template keeps"
@@ -918,30 +716,82 @@ def renaming(name: str, *modules: str) -> str:
 
 def binding(statement: ast.stmt, name: str) -> str:
     """What an import statement that binds `name` binds it to: `torch.nn.functional`, `torch`, ..."""
-    names = statement.names  # type: ignore[attr-defined]
+    names = statement.names
     alias = next(alias for alias in names if (alias.asname or alias.name.split(".")[0]) == name)
     if isinstance(statement, ast.Import):
         return alias.name if alias.asname else name  # `import torch.nn` binds torch
     return f"{statement.module}.{alias.name}"
 
 
-def import_lines(imports: dict[str, tuple[ast.stmt, str]], target: str) -> list[list[str]]:
+# Writing the file.
+
+
+def guard(target: str, parallel: bool) -> str:
+    """The __main__ guard: infer_one_step(); a tensor-parallel MRE's as one rank of those torchrun
+    starts, in a process group of its own (hccl binds each rank to the NPU set before it)."""
+    if not parallel:
+        return 'if __name__ == "__main__":\n    infer_one_step()'
+    group = '    dist.init_process_group("gloo")'
+    if target == "npu":
+        group = '    torch.npu.set_device(int(os.environ["LOCAL_RANK"]))\n' + group.replace(
+            "gloo", "hccl"
+        )
+    return f'if __name__ == "__main__":\n{group}\n    infer_one_step()\n    dist.destroy_process_group()'
+
+
+def header(target: str, name: str, parallel: bool) -> str:
+    """A few comment lines: what the file is, for which target, how to run it, and with what."""
+
+    def version(distribution: str) -> str:
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    op = project.CUSTOM_OP + (f" ({project.OP_REGISTRATION})" if project.OP_REGISTRATION else "")
+    setup = f"mode {project.MODE}, custom op {op}"
+    run = f"torchrun --nproc-per-node {TORCHRUN_RANKS} {name}" if parallel else f"python {name}"
+    versions = f"torch {version('torch')}, torch_npu {version('torch-npu')}"
+    lines = [
+        f"Minimal reproducible example: one graph-mode step of {project.PROJECT}'s model ({setup}).",
+        f"Target {target}: runs on {TARGETS[target][2]}.",
+        f"Run: {run}",
+        f"Exported by `python -m {PACKAGE} export`; Python {platform.python_version()}, {versions}.",
+    ]
+    wrapped = (textwrap.wrap(line, LINE_LENGTH - 2, break_long_words=False) for line in lines)
+    return "".join(f"# {line}\n" for each in wrapped for line in each)
+
+
+def render(bundler: Bundler, head: str) -> str:
+    """The file: the header, the imports as isort sorts them, then the code."""
+    blocks = ["from __future__ import annotations\n"] if bundler.future_annotations else []
+    blocks.append(PRELUDE)
+    # The prelude imports os itself, before torch: isort keeps it there.
+    imports = {name: value for name, value in bundler.imports.items() if name != "os"}
+    blocks.extend("\n".join(section) + "\n" for section in import_lines(imports))
+    if bundler.target == "npu":
+        blocks.append(TORCH_NPU_IMPORT)
+    body = "\n\n\n".join(bundler.chunks) + "\n"
+    # isort leaves one blank line after the imports before a statement, ruff format two before a def.
+    gap = "\n\n" if body.startswith(("def ", "@", "class ")) else "\n"
+    return head + "\n" + "\n".join(blocks) + gap + body
+
+
+def import_lines(imports: dict[str, tuple[ast.Import | ast.ImportFrom, str]]) -> list[list[str]]:
     """The import block as isort sorts it: standard library, then third party."""
     plain: set[str] = set()
     from_imports: dict[str, set[str]] = {}
     for name, (statement, _) in imports.items():
-        for alias in statement.names:  # type: ignore[attr-defined]
+        for alias in statement.names:
             if (alias.asname or alias.name.split(".")[0]) != name:
                 continue
             as_part = f" as {alias.asname}" if alias.asname else ""
             if isinstance(statement, ast.Import):
                 plain.add(f"{alias.name}{as_part}")
             else:
-                from_imports.setdefault(statement.module, set()).add(f"{alias.name}{as_part}")
-    if target == "npu":
-        plain.add("torch_npu  # noqa: F401  (the npu device and npugraph_ex)")
+                from_imports.setdefault(statement.module or "", set()).add(f"{alias.name}{as_part}")
     sections: list[list[str]] = [[], []]
-    for module in sorted(plain, key=lambda text: text.lower()):
+    for module in sorted(plain, key=str.lower):
         sections[third_party(module)].append(f"import {module}")
     for module in sorted(from_imports, key=str.lower):
         for names in from_statements(from_imports[module]):
@@ -963,7 +813,7 @@ def from_statements(names: set[str]) -> list[list[str]]:
 
 
 def third_party(module: str) -> int:
-    return int(module.split(".")[0].split()[0] not in sys.stdlib_module_names)
+    return int(module.split(".")[0].split()[0] not in sys.stdlib_module_names)  # `sys as system`
 
 
 def isort_key(name: str) -> tuple[int, str]:
@@ -973,66 +823,17 @@ def isort_key(name: str) -> tuple[int, str]:
     return kind, bare.lower()
 
 
-def setup() -> str:
-    """The answers the code depends on, as the header names them: `mode npugraph_ex, custom op
-    in_place (op_plugin)`."""
-    op = project.CUSTOM_OP
-    if op != "none":
-        op += f" ({project.OP_REGISTRATION})"
-    return f"mode {project.MODE}, custom op {op}"
-
-
-def header(target: str) -> str:
-    def version(distribution: str) -> str:
-        try:
-            return importlib.metadata.version(distribution)
-        except importlib.metadata.PackageNotFoundError:
-            return "not installed"
-
-    return (
-        '"""Minimal reproducible example: one graph-mode inference step of the model.\n\n'
-        f"Exported by {project.PROJECT} (python -m {PACKAGE} export) for target {target}.\n"
-        f"Project setup: {setup()}.\n"
-        f"Versions: Python {platform.python_version()}, torch {version('torch')}, "
-        f"torch_npu {version('torch-npu')}.\n"
-        f'{HOW[target]}\n"""\n'
-    )
-
-
-def render(
-    target: str,
-    definitions: list[Definition],
-    imports: dict[str, tuple[ast.stmt, str]],
-    future_annotations: bool,
-) -> str:
-    blocks = []
-    if future_annotations:
-        blocks.append("from __future__ import annotations\n")
-    if target == "portable":
-        blocks.append(PORTABLE_PRELUDE)
-        # The prelude imports os itself, before torch: isort keeps it there.
-        imports = {name: value for name, value in imports.items() if name != "os"}
-    sections = import_lines(imports, target)
-    blocks.extend("\n".join(section) + "\n" for section in sections)
-    body = "\n\n\n".join(definition.text for definition in definitions) + "\n"
-    # isort leaves one blank line after the imports before a statement, ruff format two before a def.
-    gap = "\n\n" if body.startswith(("def ", "@", "class ")) else "\n"
-    return header(target) + "\n" + "\n".join(blocks) + gap + body
-
-
 def undefined_names(text: str) -> list[str]:
     """Names the file reads but never binds, at any scope (a small pyflakes, from symtable)."""
     table = symtable.symtable(text, "<export>", "exec")
-    bound = {
-        symbol.get_name()
-        for symbol in table.get_symbols()
-        if symbol.is_assigned() or symbol.is_imported()
-    }
+    bound = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
     return sorted(global_reads(text) - bound - set(dir(builtins)) - SCRIPT_NAMES)
 
 
-def verify(text: str, target: str) -> None:
-    """Raise BundleError unless `text` compiles and every name it reads is defined."""
+def export(target: str, name: str = "mre_export.py") -> str:
+    """The whole file `name` for `target` ("npu" or "portable"), checked without running it:
+    it compiles and every name it reads is defined."""
+    text = Bundler(target).bundle(name)
     try:
         compile(text, f"<export --target {target}>", "exec")
     except SyntaxError as error:
@@ -1042,13 +843,10 @@ def verify(text: str, target: str) -> None:
             f"the bundled file would use undefined names: {', '.join(missing)}; "
             "define or import them at the top of your modules"
         )
-
-
-def export(target: str) -> str:
-    """The whole MRE file for `target` ("npu" or "portable"), checked without running it."""
-    text = Bundler(target).bundle()
-    verify(text, target)
     return text
+
+
+# Running the file.
 
 
 @dataclass
@@ -1063,11 +861,12 @@ class Run:
 
 
 # The file, run as `python FILE` runs it (the guard calls infer_one_step(): this calls it itself, to
-# keep its output), with this project unimportable. The output is saved leaf by leaf, on the CPU.
+# keep its output), with this project unimportable; a tensor-parallel file as the one rank of the
+# process group its guard starts. The output is saved leaf by leaf, on the CPU.
 RUNNER = """\
 import importlib.util, json, re, sys, traceback
 
-path, result, package = sys.argv[1:]
+path, result, package, group = sys.argv[1:]
 sys.argv = [path]
 sys.modules[package] = None  # the file must not need this project: importing it raises
 try:
@@ -1076,6 +875,10 @@ try:
     spec = importlib.util.spec_from_file_location("__export__", path)
     module = sys.modules["__export__"] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if group:
+        import torch.distributed as dist
+
+        dist.init_process_group(group, store=dist.HashStore(), rank=0, world_size=1)
     output = module.infer_one_step()
 except BaseException as error:
     # Dynamo names the traced line of the file in its message, a traceback the calling line.
@@ -1095,6 +898,8 @@ import torch.utils._pytree as pytree
 leaves = pytree.tree_leaves_with_path(output)
 flat = {pytree.keystr(key) or "output": value for key, value in leaves}
 torch.save(pytree.tree_map_only(torch.Tensor, torch.Tensor.cpu, flat), result)
+if group:
+    dist.destroy_process_group()
 """
 ISOLATED = "in a fresh process, in an empty folder, with this project unimportable"
 """How export runs the file it is about to write."""
@@ -1140,8 +945,11 @@ class FileRun:
         self.path, self.saved = folder / name, Path(self.scratch.name, "output.pt")
         self.path.write_text(text)
         self.stderr = Path(self.scratch.name, "stderr")
+        # The process group the file's guard starts, if any: the run is its one rank.
+        group = re.search(r'^\s+dist\.init_process_group\("(\w+)"\)', text, re.MULTILINE)
         command = [sys.executable, "-c", RUNNER, str(self.path), str(self.saved), PACKAGE]
-        output = subprocess.DEVNULL  # the report it prints
+        command.append(group[1] if group else "")
+        output = subprocess.DEVNULL  # what it prints
         with self.stderr.open("w") as stderr:  # the process writes it; read once it has ended
             self.process = subprocess.Popen(command, cwd=folder, stdout=output, stderr=stderr)
 
@@ -1192,7 +1000,8 @@ def leaves(output: Any) -> dict[str, Any]:
 
 
 def run_mre() -> Run:
-    """The project's MRE, run here from an empty folder: its output leaf by leaf, or its error."""
+    """The project's MRE, run here from an empty folder, a tensor-parallel one as one rank (as
+    mre.py's guard runs it under plain python): its output leaf by leaf, or its error."""
     import torch
 
     here = Path.cwd()
@@ -1201,13 +1010,23 @@ def run_mre() -> Run:
             mre = importlib.import_module(ENTRY)  # from here: the path may name where you are
             torch._dynamo.reset()  # a fresh compile, whatever this process compiled before
             os.chdir(folder)
-            with contextlib.redirect_stdout(io.StringIO()):
+            with contextlib.redirect_stdout(io.StringIO()), one_rank():
                 output = mre.infer_one_step()
         except Exception as error:  # noqa: BLE001  (compared with the file's error)
             return Run(error=f"{type(error).__name__}: {error}")
         finally:
             os.chdir(here)
     return Run(leaves(output))
+
+
+def one_rank() -> contextlib.AbstractContextManager[Any]:
+    """A tensor-parallel project's process group of one rank; nothing otherwise."""
+    if not project.TENSOR_PARALLEL:
+        return contextlib.nullcontext()
+    from .backend import select_backend
+    from .parallel import tensor_parallel
+
+    return tensor_parallel(select_backend().device)
 
 
 def judge(file: Run, mre: Run, what: str) -> tuple[int, str]:
@@ -1252,7 +1071,7 @@ def write(path: Path, text: str) -> None:
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", type=Path, default=Path("mre_export.py"))
-    parser.add_argument("--target", choices=["npu", "portable"], default="npu")
+    parser.add_argument("--target", choices=list(TARGETS), default="npu")
     arguments = parser.parse_args(argv)
     output, target = arguments.output, arguments.target
     # Before the bundle and its run, which take seconds: a place the file cannot go.
@@ -1260,7 +1079,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         where = "is a folder" if output.is_dir() else "is in a folder that does not exist"
         parser.error(f"argument -o/--output: {output} {where}: give a file in an existing folder")
     try:
-        text = export(target)
+        text = export(target, output.name)
         runnable, what, unrun = rehearsal(target, text)
     except BundleError as error:
         print(f"export: cannot bundle the MRE: {error}", file=sys.stderr)
