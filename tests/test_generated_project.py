@@ -263,8 +263,13 @@ def test_autoload_trap_becomes_a_reason_not_a_traceback(baked, variant_run, tmp_
     assert "CANN is not sourced (libhccl.so: cannot open shared object file)" in result.stdout
     assert "Traceback" not in result.stderr
 
-    # The portable export defuses the same trap on its own, without the project.
-    shutil.copy(variant_run(DEFAULT_VARIANT).exports / "portable.py", tmp_path / "mre.py")
-    exported = run_in(project, str(tmp_path / "mre.py"), PYTHONPATH=str(tmp_path))
+    # The exports defuse the same trap on their own, without the project: the portable file runs,
+    # the npu file says in one sentence what it needs, exit 2.
+    for target in ("portable", "npu"):
+        shutil.copy(variant_run(DEFAULT_VARIANT).exports / f"{target}.py", tmp_path / f"{target}.py")
+    exported = run_in(project, str(tmp_path / "portable.py"), PYTHONPATH=str(tmp_path))
     assert exported.returncode == 0, exported.stderr
-    assert "on cpu" in exported.stdout
+    needs = run_in(project, str(tmp_path / "npu.py"), PYTHONPATH=str(tmp_path))
+    assert needs.returncode == 2, needs.stderr
+    assert "needs torch_npu with CANN sourced" in needs.stderr
+    assert "Traceback" not in exported.stderr + needs.stderr

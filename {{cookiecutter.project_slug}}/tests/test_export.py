@@ -2,6 +2,8 @@
 {%- set tp = cookiecutter.parallel == "tensor_parallel" -%}
 """export bundles your MRE into one file that runs without this project, and verifies it."""
 
+import ast
+
 import pytest
 
 from {{ cookiecutter.package_name }}.toolkit import export
@@ -30,13 +32,16 @@ def test_export_runs_your_mre_as_one_file(exported):
 @pytest.mark.usefixtures("bundles")
 def test_npu_target_is_written_in_the_literal_npugraph_ex_form():
     """The npu target of your MRE, export's default, is select_backend()'s choice on an NPU written
-    out: torch_npu imported, the model moved with .npu(), npugraph_ex named, no choice left for the
-    file to make where it runs. (export refuses an mre.py it cannot write so, naming the line.)"""
+    out: torch_npu imported, the model and its inputs moved with .npu(), npugraph_ex named, no
+    choice left for the file to make where it runs. (export refuses an mre.py it cannot write so,
+    naming the use.)"""
     text = export.export("npu")
     step = text[text.index("\ndef infer_one_step(") :]
     assert "import torch_npu" in text
-    assert "select_backend" not in step
+    names = {node.id for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Name)}
+    assert "select_backend" not in names
     assert ".npu()" in step
+    assert '"cpu"' not in step  # every move is to the NPU
 {%- if cache %}
     assert "torch.npu.npugraph_ex.inference.cache_compile(" in text
 {%- else %}

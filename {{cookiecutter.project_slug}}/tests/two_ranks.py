@@ -6,8 +6,9 @@
 One launch serves every two-rank test. Each rank runs {{ "five" if decode else "four" }} steps, in this order, each in an empty
 folder of its own and with a process group of its own:
 
-- portable: infer_one_step() of PORTABLE, the exported MRE, with this project unimportable (if
-  PORTABLE exists: export refuses a model that reads data files);
+- portable: infer_one_step() of PORTABLE, the exported MRE, with this project unimportable, in
+  the gloo process group its guard starts (if PORTABLE exists: export refuses a model that reads
+  data files);
 - mre: infer_one_step() of the project's MRE;
 - bench: `python -m {{ cookiecutter.package_name }} bench --iters 3 --warmup 1 --json`;
 - profile: `python -m {{ cookiecutter.package_name }} profile --steps 2 --json` (traces in its folder's prof/){{ ";" if decode else "." }}
@@ -96,12 +97,18 @@ def run_step(folder: Path, step: str, run: Callable[[], Any]) -> dict[str, Any]:
 
 
 def portable(path: str) -> Any:
-    """infer_one_step() of the exported file, which must not import this project."""
+    """infer_one_step() of the exported file, which must not import this project, in the process
+    group the file's guard starts under torchrun."""
     loaded = sorted(name for name in sys.modules if name.partition(".")[0] == PACKAGE)
     assert not loaded, f"the project is imported before the portable step: {loaded}"
     sys.modules[PACKAGE] = None  # any import of it raises ImportError, installed or not
     try:
-        return runpy.run_path(path, run_name="exported")["infer_one_step"]()
+        infer_one_step = runpy.run_path(path, run_name="exported")["infer_one_step"]
+        dist.init_process_group("gloo")
+        try:
+            return infer_one_step()
+        finally:
+            dist.destroy_process_group()
     finally:
         del sys.modules[PACKAGE]
 
