@@ -517,8 +517,8 @@ MUTATIONS = (
     Mutation(
         "a tensor-parallel export's guard never destroys its process group",
         f"{TOOLKIT}/export.py",
-        "\\n    infer_one_step()\\n    dist.destroy_process_group()'",
-        "\\n    infer_one_step()'",
+        '"    infer_one_step()", "    dist.destroy_process_group()"]',
+        '"    infer_one_step()"]',
         "tests/toolkit/test_export_targets.py -k starts_and_destroys",
         None,
     ),

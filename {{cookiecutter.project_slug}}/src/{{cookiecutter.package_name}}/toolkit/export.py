@@ -48,6 +48,7 @@ import tempfile
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +221,8 @@ def load(name: str) -> Module:
                 raise BundleError(
                     f"{path.name}:{', '.join(map(str, sorted(set(nested))))}: "
                     f"{'a project import' if one else 'project imports'} inside a function or "
-                    f"block cannot be bundled; move {'it' if one else 'them'} to the top of the module"
+                    f"block cannot be bundled; move {'it' if one else 'them'} to the top of the "
+                    "module"
                 )
             add_statement(module, node)
     return module
@@ -307,7 +309,7 @@ def edited(text: str, edits: list[tuple[int, int, str]]) -> str:
 
 def python_literal(value: Any, column: int = 0, indent: int = 0) -> str:
     """`value` (None, a bool, a number, a string or a dict of them) as ruff format writes it at
-    `column` of a line indented by `indent`: on that line if it fits, else a dict one item a line."""
+    `column` of a line indented by `indent`: on that line if it fits, else a dict an item a line."""
     if isinstance(value, dict):
         items = [f"{python_literal(key)}: {python_literal(each)}" for key, each in value.items()]
         flat = "{" + ", ".join(items) + "}"
@@ -547,7 +549,8 @@ class Bundler:
     def bundle(self, name: str) -> str:
         entry = self.module(ENTRY)
         self.entered.add(ENTRY)  # it travels as the target writes it, not whole
-        options = lambda: self.toolkit_literal(f"{TOOLKIT}.backend", "NPUGRAPH_EX_OPTIONS")
+        # Read only where the npu target writes them: a stand-in project of the tests has none.
+        options = partial(self.toolkit_literal, f"{TOOLKIT}.backend", "NPUGRAPH_EX_OPTIONS")
         mre = LiteralMre(entry, self.target, options).written()
         self.add_imported_modules(entry, mre)
         self.add(entry, mre)
@@ -731,12 +734,13 @@ def guard(target: str, parallel: bool) -> str:
     starts, in a process group of its own (hccl binds each rank to the NPU set before it)."""
     if not parallel:
         return 'if __name__ == "__main__":\n    infer_one_step()'
-    group = '    dist.init_process_group("gloo")'
+    lines = ['if __name__ == "__main__":', '    dist.init_process_group("gloo")']
     if target == "npu":
-        group = '    torch.npu.set_device(int(os.environ["LOCAL_RANK"]))\n' + group.replace(
-            "gloo", "hccl"
-        )
-    return f'if __name__ == "__main__":\n{group}\n    infer_one_step()\n    dist.destroy_process_group()'
+        lines[1:] = [
+            '    torch.npu.set_device(int(os.environ["LOCAL_RANK"]))',
+            '    dist.init_process_group("hccl")',
+        ]
+    return "\n".join([*lines, "    infer_one_step()", "    dist.destroy_process_group()"])
 
 
 def header(target: str, name: str, parallel: bool) -> str:
@@ -749,14 +753,14 @@ def header(target: str, name: str, parallel: bool) -> str:
             return "not installed"
 
     op = project.CUSTOM_OP + (f" ({project.OP_REGISTRATION})" if project.OP_REGISTRATION else "")
-    setup = f"mode {project.MODE}, custom op {op}"
+    model = f"{project.PROJECT}'s model (mode {project.MODE}, custom op {op})"
     run = f"torchrun --nproc-per-node {TORCHRUN_RANKS} {name}" if parallel else f"python {name}"
-    versions = f"torch {version('torch')}, torch_npu {version('torch-npu')}"
+    versions = f"Python {platform.python_version()}, torch {version('torch')}, torch_npu "
     lines = [
-        f"Minimal reproducible example: one graph-mode step of {project.PROJECT}'s model ({setup}).",
+        f"Minimal reproducible example: one graph-mode step of {model}.",
         f"Target {target}: runs on {TARGETS[target][2]}.",
         f"Run: {run}",
-        f"Exported by `python -m {PACKAGE} export`; Python {platform.python_version()}, {versions}.",
+        f"Exported by `python -m {PACKAGE} export`; {versions}{version('torch-npu')}.",
     ]
     wrapped = (textwrap.wrap(line, LINE_LENGTH - 2, break_long_words=False) for line in lines)
     return "".join(f"# {line}\n" for each in wrapped for line in each)
