@@ -351,17 +351,13 @@ class LiteralMre:
         self.text = body_text(mre)
         tree = ast.parse(self.text)
         self.backends = {choice.targets[0].id for choice in choices(tree)}
-        # The name the options are bound to, the seed's `config` unless mre.py names them otherwise.
-        self.config = next(
-            (
-                node.targets[0].id
-                for node in ast.walk(tree)
-                if isinstance(node, ast.Assign)
-                and isinstance(node.targets[0], ast.Name)
-                and self.is_field(node.value, "options")
-            ),
-            "config",
-        )
+        bound = [
+            node.targets[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and self.is_field(node.value, "options")
+        ]
+        # The name the options are bound to: the seed's config, unless mre.py names them otherwise.
+        self.config = getattr(bound[0], "id", "config") if bound else "config"
 
     def written(self) -> str:
         text = self.text
@@ -455,35 +451,34 @@ class LiteralMre:
         )
 
     def takers(self, tree: ast.Module) -> dict[str, ast.FunctionDef]:
-        """mre.py's functions, and classes by their __init__, that take the backend."""
+        """mre.py's functions, and classes by their __init__, that take the backend, by name."""
         found = {}
         for owner in tree.body:
-            functions = [owner] if isinstance(owner, ast.FunctionDef) else []
+            function = owner
             if isinstance(owner, ast.ClassDef):
-                functions = [f for f in owner.body if getattr(f, "name", "") == "__init__"]
-            for function in functions:
-                if {a.arg for a in function.args.args} & self.backends:
-                    found[owner.name] = function
+                function = next(
+                    (f for f in owner.body if getattr(f, "name", "") == "__init__"), owner
+                )
+            if isinstance(function, ast.FunctionDef) and any(
+                map(self.is_backend, function.args.args)
+            ):
+                found[owner.name] = function
         return found
 
     def pass_config(self, text: str) -> str:
         """A parameter that took the backend takes config where its function reads config, and
-        goes where it reads none; so does the argument that passed it."""
+        goes where it reads none; so does the argument of each call that passed it."""
         tree, edits = ast.parse(text), []
-        takers = self.takers(tree)
-        for name, function in takers.items():
-            reads = self.config in names_read(function)
-            calls = [
-                node.args
-                for node in ast.walk(tree)
-                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == name
-            ]
+        for name, function in self.takers(tree).items():
+            config = self.config if self.config in names_read(function) else ""
+            calls = [node.args for node in ast.walk(tree) if is_call_of(node, name)]
             for items in [function.args.args, *calls]:
-                found = [n for n, item in enumerate(items) if self.is_backend(item)]
-                edits += [passed(text, items, n, reads and self.config) for n in found]
+                taken = [n for n, item in enumerate(items) if self.is_backend(item)]
+                edits += [passed(text, items, n, config) for n in taken]
         return edited(text, edits)
 
     def is_backend(self, node: ast.AST) -> bool:
+        """Whether `node` is the backend: a name, or a parameter."""
         return (getattr(node, "id", None) or getattr(node, "arg", None)) in self.backends
 
     def drop_unread_config(self, text: str) -> str:
