@@ -7,12 +7,10 @@
 `python -m {{ cookiecutter.package_name }}.mre` runs it{{ " as one rank; `torchrun --nproc-per-node 2 -m " ~ cookiecutter.package_name ~ ".mre` as two" if tp else "" }} and prints what ran and why.
 `python -m {{ cookiecutter.package_name }} export` writes it, with your model, as one file for a bug report.
 """
-{%- if tp %}
 
-import torch.distributed as dist
-{%- endif %}
 import torch
 {%- if tp %}
+import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor.parallel import parallelize_module
 {%- endif %}
@@ -22,17 +20,17 @@ from .toolkit.backend import select_backend
 {%- if cache %}
 from .toolkit.compile_cache import CACHE_DIR, keyed
 {%- endif %}
-from .toolkit.report import report
 {%- if tp %}
 from .toolkit.parallel import tensor_parallel
 {%- endif %}
+from .toolkit.report import report
 {%- if cache %}
 
 
 class CachedModel(torch.nn.Module):
     """Your model behind cache_compile: forward() runs the cached graph of _forward()."""
 
-    def __init__(self, model, backend):
+    def __init__(self, model, backend, config):
         super().__init__()
         self.model = model
         if backend.is_npugraph_ex:
@@ -40,7 +38,7 @@ class CachedModel(torch.nn.Module):
                 self._forward,
                 dynamic=False,
                 cache_dir=keyed(CACHE_DIR, model),
-                options=backend.options,
+                options=config,
 {%- if tp %}
                 global_rank=dist.get_rank(),
                 tp_rank=dist.get_rank(),
@@ -65,15 +63,16 @@ def infer_one_step():
 
     Key settings:
 {%- if cache %}
-    - cache_compile instead of torch.compile: the compiled graph is cached on disk, so the next
-      start loads it; cache_dir is CACHE_DIR, in a folder keyed on your code and the releases
+    - cache_compile instead of torch.compile: the compiled graph is cached on disk (cache_dir),
+      so the next start loads it instead of compiling
 {%- else %}
-    - backend="npugraph_ex": capture & replay moves task dispatch onto the device; select_backend()
-      gives the aot_eager stand-in and its reason off an NPU ($NPUGRAPH_BACKEND overrides)
+    - backend="npugraph_ex": capture & replay moves task dispatch onto the device (off an NPU the
+      aot_eager stand-in compiles the same graph)
     - fullgraph=True: the whole model is one graph; a graph break is an error
 {%- endif %}
     - dynamic=False: fixed shapes; aclgraph has none, and dynamic=True may capture one per shape
-    - options=config: the npugraph_ex options (NPUGRAPH_EX_OPTIONS in toolkit/backend.py)
+    - options=config: the npugraph_ex options (frozen_parameter: the weights' addresses are fixed;
+      clone_output: each output is a copy the next replay cannot overwrite)
 {%- if decode %}
     - the prompt runs eagerly (prefill) and fills the KV cache; the graph is the decode step, on
       input_pos as a tensor, so the next position is new data, not a new graph
@@ -94,7 +93,7 @@ def infer_one_step():
     model = parallelize_module(model, mesh, parallel_plan(mesh.size()))
 {%- endif %}
 {%- if cache %}
-    compiled_model = CachedModel(model, backend)
+    compiled_model = CachedModel(model, backend, config)
 {%- else %}
     compiled_model = torch.compile(
         model,

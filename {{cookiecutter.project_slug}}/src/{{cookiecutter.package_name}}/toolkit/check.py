@@ -602,7 +602,12 @@ def constants_baked_in(inputs: tuple[Any, ...]) -> list[Finding]:
         what, fix = constant_note(path, value)
         findings.append(
             Finding(
-                "non-tensor input", what, hint=fix, severity="warning", path=path, code=CONSTANT_INPUT
+                "non-tensor input",
+                what,
+                hint=fix,
+                severity="warning",
+                path=path,
+                code=CONSTANT_INPUT,
             )
         )
     return findings
@@ -645,7 +650,9 @@ def check(ranks: Ranks | None = None, ladder: bool = False) -> Result:
             model = ranks.shard(model, parallel_plan(ranks.size))
     except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
         hint = hint_of(error, EAGER_HINT)
-        found = Finding("build fails", first_line(error), error_frame(error), hint, code=BUILD_FAILS)
+        found = Finding(
+            "build fails", first_line(error), error_frame(error), hint, code=BUILD_FAILS
+        )
         return refused(result, found, "the model does not build: fix that first")
     result.model = type(model).__name__
     if found := settings_problem():

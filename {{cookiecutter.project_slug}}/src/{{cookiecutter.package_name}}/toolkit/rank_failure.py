@@ -21,7 +21,6 @@ from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 
-import torch
 import torch.distributed as dist
 from torch._dynamo.exc import TorchDynamoException
 
