@@ -55,8 +55,10 @@ CANN_STATES = {
 # Every state in one process (one torch import): the stand-in is imported afresh for each.
 CANN_BATCH = """\
 import contextlib, io, json, os, sys
+from {package}.model import example_inputs
 from {package}.mre import infer_one_step
 from {package}.toolkit import backend, doctor
+from {package}.toolkit.report import report as reported
 
 results = {{}}
 for name, env in json.loads(sys.argv[1]).items():
@@ -68,7 +70,7 @@ for name, env in json.loads(sys.argv[1]).items():
     backend.npu_status.cache_clear()
     mre = io.StringIO()
     with contextlib.redirect_stdout(mre):
-        infer_one_step()
+        reported(infer_one_step, example_inputs)
     report = io.StringIO()
     with contextlib.redirect_stdout(report):
         code = doctor.main(["--json"])

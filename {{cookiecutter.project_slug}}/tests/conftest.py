@@ -153,11 +153,11 @@ def mre_attempt(tmp_path_factory: pytest.TempPathFactory) -> MreRun | MreFailure
 
     from {{ cookiecutter.package_name }}.model import example_inputs
     from {{ cookiecutter.package_name }}.mre import infer_one_step
-    from {{ cookiecutter.package_name }}.toolkit.report import report
 {%- if tp %}
     from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
     from {{ cookiecutter.package_name }}.toolkit.parallel import tensor_parallel
 {%- endif %}
+    from {{ cookiecutter.package_name }}.toolkit.report import report
 
     torch._dynamo.reset()  # a fresh compile, whatever ran before
     printed = io.StringIO()

@@ -44,10 +44,13 @@ def test_a_graph_break_stops_the_mre_and_names_the_cause(monkeypatch, tmp_path):
 {%- endif %}
     monkeypatch.chdir(tmp_path)
     torch._dynamo.reset()
-    with pytest.raises(torch._dynamo.exc.Unsupported, match="Data-dependent branching"):
 {%- if tp %}
-        with tensor_parallel(select_backend().device):
-            mre.infer_one_step()
+    with (
+        pytest.raises(torch._dynamo.exc.Unsupported, match="Data-dependent branching"),
+        tensor_parallel(select_backend().device),
+    ):
+        mre.infer_one_step()
 {%- else %}
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="Data-dependent branching"):
         mre.infer_one_step()
 {%- endif %}

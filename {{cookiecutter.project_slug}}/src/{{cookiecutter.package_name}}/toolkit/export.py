@@ -467,10 +467,13 @@ class LiteralMre:
 
     def pass_config(self, text: str) -> str:
         """A parameter that took the backend takes config where its function reads config, and
-        goes where it reads none; so does the argument of each call that passed it."""
+        goes where it reads none or takes config too; so does the argument of each call that
+        passed it."""
         tree, edits = ast.parse(text), []
         for name, function in self.takers(tree).items():
-            config = self.config if self.config in names_read(function) else ""
+            # Unless the function takes config already (then the backend only goes).
+            takes = self.config in (argument.arg for argument in function.args.args)
+            config = self.config if self.config in names_read(function) and not takes else ""
             calls = [node.args for node in ast.walk(tree) if is_call_of(node, name)]
             for items in [function.args.args, *calls]:
                 taken = [n for n, item in enumerate(items) if self.is_backend(item)]
