@@ -351,13 +351,18 @@ def test_the_portable_file_compiles_with_the_stand_in_and_no_options(package):
 
 @pytest.mark.parametrize("package", CACHE)
 def test_the_portable_file_s_cache_compile_is_its_else_branch(package):
-    """CachedModel compiles with torch.compile(backend="aot_eager"); with no options to pass, it
-    takes no config, and infer_one_step() binds none."""
+    """CachedModel compiles with torch.compile(backend="aot_eager", options=config), and
+    infer_one_step() passes it config = None: the stand-in takes no options."""
     source = cached_model(package, "portable")
     (compile_,) = calls(source, "torch.compile")
-    assert keywords(compile_) == {"backend": "'aot_eager'", "fullgraph": "True", "dynamic": "False"}
-    assert "def __init__(self, model):" in source
-    assert "config" not in names(infer_one_step(package, "portable"))
+    assert keywords(compile_) == {
+        "backend": "'aot_eager'",
+        "fullgraph": "True",
+        "dynamic": "False",
+        "options": "config",
+    }
+    assert "def __init__(self, model, config):" in source
+    assert "config = None" in infer_one_step(package, "portable")
 
 
 @pytest.mark.parametrize("package", PROJECTS)

@@ -46,7 +46,11 @@ class CachedModel(torch.nn.Module):
             )
         else:  # off an NPU: the stand-in compiles the same graph, and nothing is cached
             self.cached_forward = torch.compile(
-                self._forward, backend=backend.name, fullgraph=True, dynamic=False
+                self._forward,
+                backend=backend.name,
+                fullgraph=True,
+                dynamic=False,
+                options=config,
             )
 
     def forward(self, *dummy_input):
