@@ -1018,8 +1018,8 @@ MUTATIONS = (
     Mutation(
         "check calls a build that fails an eager run that fails",
         f"{TOOLKIT}/check.py",
-        '        found = Finding("build fails",',
-        '        found = Finding("eager run fails",',
+        '            "build fails", first_line(error), error_frame(error), hint, code=BUILD_FAILS',
+        '            "eager run fails", first_line(error), error_frame(error), hint, code=BUILD_FAILS',
         "tests/toolkit/test_check.py -k does_not_build",
         None,
     ),

@@ -209,7 +209,7 @@ def test_ci_runs_the_readme_commands_as_written():
     readme = (TEMPLATE / "README.md").read_text()
     block = readme.partition("\n## Two commands\n")[2].partition("```bash\n")[2].partition("```")[0]
     commands = [line.partition("#")[0].strip() for line in block.splitlines()]
-    full = re.search(r"`(nox -s tests -- --full)` is the full tier\s+that\s+CI\s+runs", readme)[1]
+    full = re.search(r"`(nox -s tests -- --full)`\s+is\s+the\s+full\s+tier\s+that\s+CI\s+runs", readme)[1]
     ci = [line.removeprefix("python3 -m ") for line in (TEMPLATE / ".ci" / "run").read_text().splitlines()]
     assert [line for line in ci if line.startswith("nox ")] == [*commands, full]
 

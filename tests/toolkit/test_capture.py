@@ -238,3 +238,20 @@ def test_on_an_npu_a_device_taken_from_a_tensor_is_not_the_host():
     on = Recorder("aot_eager", on_npu=True, cache_compile=False)
     compiled_through(on, moved, torch.ones(2, 4))
     assert (off.found, [each.code for each in on.found]) == ([], ["CAP002"])
+
+
+def test_the_recorder_stands_in_for_the_backend_for_the_rest_of_the_process(monkeypatch):
+    """recorder_for() installs one recorder per backend name in torch's registry, the same one
+    for every later asker; a name torch does not know (a cache_compile of its own) gets a
+    recorder that reads nothing and is installed nowhere."""
+    from forward_project.toolkit.backend import Backend
+    from forward_project.toolkit.capture import recorder_for
+
+    registry = torch._dynamo.backends.registry
+    monkeypatch.setitem(registry._COMPILER_FNS, "aot_eager", registry.lookup_backend("aot_eager"))
+    first = recorder_for(Backend("aot_eager", "cpu", "a test"), cache_compile=False)
+    assert recorder_for(Backend("aot_eager", "cpu", "again"), cache_compile=False) is first
+    assert registry.lookup_backend("aot_eager") is first
+    unknown = recorder_for(Backend("no_such_backend", "cpu", "a test"), cache_compile=False)
+    assert "no_such_backend" not in registry._COMPILER_FNS
+    assert unknown.found == []

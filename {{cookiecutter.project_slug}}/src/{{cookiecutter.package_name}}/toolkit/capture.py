@@ -373,7 +373,10 @@ def recorder_for(backend: Backend, *, cache_compile: bool) -> Recorder:
     backend to Dynamo, which then reuses one tool's graph for the next tool's model, compiling
     once. With npugraph_ex a graph with a problem is never captured (stop)."""
     registry = torch._dynamo.backends.registry
-    current = registry.lookup_backend(backend.name)
+    try:
+        current = registry.lookup_backend(backend.name)
+    except torch._dynamo.exc.InvalidBackend:
+        current = None  # no compile goes by that name here: a recorder of its own reads nothing
     if isinstance(current, Recorder):
         return current
     recorder = Recorder(
@@ -383,5 +386,6 @@ def recorder_for(backend: Backend, *, cache_compile: bool) -> Recorder:
         stop=backend.is_npugraph_ex,
         compiler=current,
     )
-    registry._COMPILER_FNS[backend.name] = recorder
+    if current is not None:
+        registry._COMPILER_FNS[backend.name] = recorder
     return recorder

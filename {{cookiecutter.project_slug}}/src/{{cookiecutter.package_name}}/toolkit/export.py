@@ -272,8 +272,9 @@ def add_statement(module: Module, node: ast.stmt) -> None:
 
 
 def body_text(module: Module) -> str:
-    """The module's source as it travels whole: without its docstring, its imports (the file's
-    import block holds them) and its __main__ guard (which would run in the middle of the file)."""
+    """The module's source as it travels whole: without its docstring, its imports (they go to
+    the file's imports at its top) and its __main__ guard (which would run in the middle of the
+    file)."""
     left_out = set()
     for node in module.tree.body:
         docstring = node is module.tree.body[0] and is_docstring(node)
