@@ -45,8 +45,8 @@ REMOVE_WHEN = {
     ("parallel", "none"): [
         "src/{package}/toolkit/parallel.py",
         "src/{package}/toolkit/rank_failure.py",
+        "src/{package}/toolkit/two_ranks.py",
         "tests/test_tensor_parallel.py",
-        "tests/two_ranks.py",
     ],
 }
 

@@ -314,14 +314,14 @@ MUTATIONS = (
     ),
     Mutation(
         "the project's export test fails beside the MRE's failure, which test_mre names once",
-        f"{PROJECT}/tests/conftest.py",
+        f"{TOOLKIT}/testing.py",
         "export_refusal: str, mre_run: MreRun) -> Exported:\n",
         "export_refusal: str, mre_attempt: MreRun) -> Exported:\n    mre_run = mre_attempt\n",
         "tests/test_own_models.py -k graph_break_fails_once",
     ),
     Mutation(
         "the project's export test compares the file's run with itself",
-        f"{PROJECT}/tests/conftest.py",
+        f"{TOOLKIT}/testing.py",
         "export.judge(file, export.Run(export.leaves(mre_run.output)), ",
         "export.judge(file, file, ",
         "tests/test_own_models.py -k computes_otherwise",
@@ -554,7 +554,7 @@ MUTATIONS = (
     ),
     Mutation(
         "a graph break errors every test instead of failing one",
-        f"{PROJECT}/tests/conftest.py",
+        f"{TOOLKIT}/testing.py",
         "            return MreFailure(error)",
         "            raise",
         "tests/test_own_models.py -k fails_once",
@@ -678,7 +678,7 @@ MUTATIONS = (
     ),
     Mutation(
         "the suite fails a model whose data files export rightly refuses",
-        f"{PROJECT}/tests/conftest.py",
+        f"{TOOLKIT}/testing.py",
         '            return f"export refuses this model, as it should: {error}"',
         '            return ""',
         "tests/test_own_models.py -k data_file",
@@ -1099,7 +1099,7 @@ MUTATIONS = (
     ),
     Mutation(
         "a rank's refusal is not kept for the two-rank tests",
-        f"{PROJECT}/tests/two_ranks.py",
+        f"{TOOLKIT}/two_ranks.py",
         "        contextlib.redirect_stderr(told),\n",
         "",
         "tests/test_own_models.py -k words_of_the_tool",
@@ -1149,21 +1149,21 @@ MUTATIONS = (
     ),
     Mutation(
         "every two-rank test fails with the same torchrun summary when a rank fails",
-        f"{PROJECT}/tests/conftest.py",
+        f"{TOOLKIT}/testing.py",
         '        pytest.skip("the two-rank run failed: see test_two_ranks_run_under_torchrun")',
         "        pytest.fail(two_ranks_attempt.summary, pytrace=False)",
         "tests/test_tensor_parallel.py -k fails_the_projects_suite_once",
     ),
     Mutation(
         "a failed two-rank run shows torchrun's last lines, not the failing rank's own error",
-        f"{PROJECT}/tests/conftest.py",
+        f"{TOOLKIT}/testing.py",
         "    if start is None or box is None:",
         "    if True:",
         "tests/test_tensor_parallel.py -k fails_the_projects_suite_once",
     ),
     Mutation(
         "a failed two-rank run names torchrun's exit before the rank's own error",
-        f"{PROJECT}/tests/conftest.py",
+        f"{TOOLKIT}/testing.py",
         '    return "\\n".join([*error, f"{ended} ({skipped}):", *lines[box:]])',
         '    return "\\n".join([f"{ended} ({skipped}):", *error, *lines[box:]])',
         "tests/test_tensor_parallel.py -k fails_the_projects_suite_once",

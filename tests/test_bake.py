@@ -40,6 +40,7 @@ COMMON_FILES = {
     "src/{package}/toolkit/rehearsal.py",
     "src/{package}/toolkit/report.py",
     "src/{package}/toolkit/state.py",
+    "src/{package}/toolkit/testing.py",
     "src/{package}/toolkit/warnings_as_tests.py",
     "tests/conftest.py",
     "tests/test_bench.py",
@@ -84,7 +85,7 @@ PARALLEL_FILES = {
         "src/{package}/toolkit/parallel.py",
         "src/{package}/toolkit/rank_failure.py",
         "tests/test_tensor_parallel.py",
-        "tests/two_ranks.py",
+        "src/{package}/toolkit/two_ranks.py",
     },
 }
 # What only a tensor-parallel project may say or import.

@@ -59,7 +59,7 @@ def test_torchrun_ranks_print_one_result_and_exit_0(two_ranks):
     """Under torchrun every rank times your model, rank 0 alone prints one JSON result, and all
     exit 0.
 
-    (two_ranks.py runs `bench --iters 3 --warmup 1 --json` on each rank.)
+    (toolkit/two_ranks.py runs `bench --iters 3 --warmup 1 --json` on each rank.)
     """
     steps = [two_ranks.results[rank]["bench"] for rank in range(two_ranks.size)]
     failed = [

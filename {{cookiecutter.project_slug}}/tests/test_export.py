@@ -55,7 +55,7 @@ def test_portable_export_runs_under_torchrun(mre_run, two_ranks):
     """Under torchrun the portable file runs on two ranks, with the project unimportable, and every
     rank computes what the MRE computed.
 
-    (two_ranks.py runs the file conftest.py exported before it imports anything of the project.)
+    (toolkit/two_ranks.py runs the file the suite exported before it imports anything of the project.)
     """
     assert sorted(two_ranks.results) == list(range(two_ranks.size))
     for result in two_ranks.results.values():

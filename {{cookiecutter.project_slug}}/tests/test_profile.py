@@ -96,7 +96,7 @@ def test_torchrun_ranks_each_write_a_trace_and_rank_0_prints_once(two_ranks):
     """Under torchrun every rank profiles and exits 0, each into its own trace, and rank 0 alone
     prints one summary naming the slowest rank.
 
-    (two_ranks.py runs `profile --steps 2 --json` on each rank.)
+    (toolkit/two_ranks.py runs `profile --steps 2 --json` on each rank.)
     """
     steps = [two_ranks.results[rank]["profile"] for rank in range(two_ranks.size)]
     failed = [

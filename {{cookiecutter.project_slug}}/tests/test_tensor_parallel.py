@@ -32,13 +32,13 @@ from {{ cookiecutter.package_name }}.toolkit.state import (
 
 
 def test_two_ranks_run_under_torchrun(two_ranks_failure):
-    """two_ranks.py runs every step on two ranks under torchrun and exits 0; if it cannot, this
+    """toolkit/two_ranks.py runs every step on two ranks under torchrun and exits 0; if it cannot, this
     one test says why."""
     if two_ranks_failure:
         pytest.fail(two_ranks_failure, pytrace=False)
 
 
-# two_ranks (conftest.py): the MRE, among other steps, on two ranks under torchrun (two_ranks.py).
+# two_ranks (toolkit/testing.py): the MRE, among other steps, on two ranks under torchrun.
 def test_every_rank_matches_the_single_device_model(two_ranks, eager_output):
     """Each rank's output equals the unsharded model run eagerly in one process."""
     assert sorted(two_ranks.results) == list(range(two_ranks.size))

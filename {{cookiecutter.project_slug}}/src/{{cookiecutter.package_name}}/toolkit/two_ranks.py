@@ -1,27 +1,25 @@
-{%- set decode = cookiecutter.workload == "decode" -%}
-"""One rank of the suite's two-rank run under torchrun (not a test itself; conftest.py starts it).
+"""One rank of a tensor-parallel project's two-rank test run (testing.py starts it).
 
-    torchrun --standalone --nproc-per-node 2 tests/two_ranks.py FOLDER PORTABLE
+    torchrun --standalone --nproc-per-node 2 <this file> FOLDER PORTABLE PACKAGE
 
-One launch serves every two-rank test. Each rank runs {{ "five" if decode else "four" }} steps, in this order, each in an empty
-folder of its own and with a process group of its own:
+One launch serves every two-rank test. Each rank runs its steps, in this order, each in an empty
+folder of its own and with a process group of its own (run as a file, not as a module of the
+package: the portable step must find the package unimported):
 
 - portable: infer_one_step() of PORTABLE, the exported MRE, with this project unimportable, in
   the gloo process group its guard starts (if PORTABLE exists: export refuses a model that reads
   data files);
 - mre: infer_one_step() of the project's MRE;
-- bench: `python -m {{ cookiecutter.package_name }} bench --iters 3 --warmup 1 --json`;
-- profile: `python -m {{ cookiecutter.package_name }} profile --steps 2 --json` (traces in its folder's prof/){{ ";" if decode else "." }}
-{%- if decode %}
-- generate: `python -m {{ cookiecutter.package_name }} generate --new-tokens 4 --json`.
-{%- endif %}
+- bench: `python -m PACKAGE bench --iters 3 --warmup 1 --json`;
+- profile: `python -m PACKAGE profile --steps 2 --json` (traces in its folder's prof/);
+- generate, in a decode project: `python -m PACKAGE generate --new-tokens 4 --json`.
 
 It saves what the tests check into FOLDER/rank<RANK>.pt: for each step what it returned (an
-output, or {{ "the exit status" if decode else "bench's exit status" }}), what it printed (on stdout, and on stderr) and how many graphs it compiled.
+output, or the exit status), what it printed (on stdout, and on stderr) and how many graphs it compiled.
 """
 
 import contextlib
-import gc
+import importlib
 import io
 import os
 import runpy
@@ -31,11 +29,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+# Run as a file, this folder leads sys.path, where its modules would stand in for the standard
+# library's and torch's of the same name (profile.py for profile): the package is found on
+# PYTHONPATH instead.
+if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    del sys.path[0]
 # Off before torch is imported (the package does this too): where torch_npu is installed without
 # CANN, torch's device-backend autoload would make `import torch` fail.
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-# No garbage collection while torch imports, as in conftest.py: what it allocates stays alive.
-gc.disable()
 
 # isort: split
 import torch
@@ -44,15 +45,10 @@ import torch.distributed as dist
 from torch._dynamo.utils import counters
 from torch.distributed.elastic.multiprocessing.errors import record
 
-gc.freeze()
-gc.enable()
-
-PACKAGE = "{{ cookiecutter.package_name }}"
+PACKAGE = sys.argv[3] if __name__ == "__main__" else ""
 BENCH = ["bench", "--iters", "3", "--warmup", "1", "--json"]
 PROFILE = ["profile", "--steps", "2", "--json"]
-{%- if decode %}
 GENERATE = ["generate", "--new-tokens", "4", "--json"]
-{%- endif %}
 AGENT_STORE = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
 """torchrun's own store, where rank 0 tells the others where each step's store is."""
 TIMEOUT = timedelta(seconds=600)
@@ -115,27 +111,23 @@ def portable(path: str) -> Any:
 
 def mre() -> Any:
     """infer_one_step() as the MRE's __main__ guard runs it, this process one rank of the job."""
-    from {{ cookiecutter.package_name }}.mre import infer_one_step
-    from {{ cookiecutter.package_name }}.toolkit.backend import select_backend
-    from {{ cookiecutter.package_name }}.toolkit.parallel import tensor_parallel
-
+    infer_one_step = importlib.import_module(f"{PACKAGE}.mre").infer_one_step
+    select_backend = importlib.import_module(f"{PACKAGE}.toolkit.backend").select_backend
+    tensor_parallel = importlib.import_module(f"{PACKAGE}.toolkit.parallel").tensor_parallel
     with tensor_parallel(select_backend().device):
         return infer_one_step()
 
 
-def bench() -> int:
-    from {{ cookiecutter.package_name }}.__main__ import main
-
-    return main(BENCH)
-{%- if decode %}
+def command(arguments: list[str]) -> int:
+    """`python -m PACKAGE ARGUMENTS`, in this process: its exit status."""
+    return importlib.import_module(f"{PACKAGE}.__main__").main(arguments)
 
 
 def generate() -> dict[str, Any]:
     """`generate --json`'s exit status, and the state its model ends with: this rank's KV cache
     after graph-mode generation (None if generate refused the model)."""
-    from {{ cookiecutter.package_name }}.__main__ import main
-    from {{ cookiecutter.package_name }}.toolkit import generation
-    from {{ cookiecutter.package_name }}.toolkit.state import save
+    generation = importlib.import_module(f"{PACKAGE}.toolkit.generation")
+    save = importlib.import_module(f"{PACKAGE}.toolkit.state").save
 
     build, built = generation.build, []
 
@@ -145,18 +137,11 @@ def generate() -> dict[str, Any]:
 
     generation.build = keep
     try:
-        code = main(GENERATE)
+        code = command(GENERATE)
     finally:
         generation.build = build
     # No state where generate refused the model before it was built.
     return {"code": code, "state": save(built[0][0]) if built else None}
-{%- endif %}
-
-
-def profile() -> int:
-    from {{ cookiecutter.package_name }}.__main__ import main
-
-    return main(PROFILE)
 
 
 @record  # a rank's error goes to torchrun's summary, traceback included
@@ -165,11 +150,10 @@ def main(folder: Path, exported: str) -> None:
     if Path(exported).exists():  # not when export refuses the model's data files
         results["portable"] = run_step(folder, "portable", lambda: portable(exported))
     results["mre"] = run_step(folder, "mre", mre)
-    results["bench"] = run_step(folder, "bench", bench)
-    results["profile"] = run_step(folder, "profile", profile)
-{%- if decode %}
-    results["generate"] = run_step(folder, "generate", generate)
-{%- endif %}
+    results["bench"] = run_step(folder, "bench", lambda: command(BENCH))
+    results["profile"] = run_step(folder, "profile", lambda: command(PROFILE))
+    if importlib.import_module(f"{PACKAGE}.toolkit.project").DECODE:
+        results["generate"] = run_step(folder, "generate", generate)
     torch.save(results, folder / f"rank{os.environ['RANK']}.pt")
 
 
