@@ -14,7 +14,7 @@ from pathlib import Path
 COMMANDS = {
     "check": (
         "toolkit.check",
-        "is my model ready for graph mode? every graph break, then each rung",
+        "is my model ready for graph mode? one compile as the MRE's, the ladder if it fails",
     ),
     "doctor": (
         "toolkit.doctor",

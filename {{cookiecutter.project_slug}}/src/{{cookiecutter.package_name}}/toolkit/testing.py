@@ -40,9 +40,9 @@ BACKGROUND = {"exported", "two_ranks_attempt"}
 """The fixtures that wait for a run in the background: the tests that ask for one run last."""
 
 
-def yours(module: str) -> Any:
-    """A module of the project these tests are of: model, mre."""
-    return importlib.import_module(f"{project.PACKAGE}.{module}")
+def your_model() -> Any:
+    """The model.py of the project these tests are of."""
+    return importlib.import_module(f"{project.PACKAGE}.model")
 
 
 def bundled() -> str | export.BundleError:
@@ -135,7 +135,8 @@ def mre_attempt(tmp_path_factory: pytest.TempPathFactory) -> MreRun | MreFailure
 
     torch._dynamo.reset()  # a fresh compile, whatever ran before
     printed, graphs = io.StringIO(), counters["stats"]["unique_graphs"]
-    run = (yours("mre").infer_one_step, yours("model").example_inputs)
+    mre = importlib.import_module(f"{project.PACKAGE}.mre")
+    run = (mre.infer_one_step, your_model().example_inputs)
     with contextlib.chdir(tmp_path_factory.mktemp("mre")), contextlib.redirect_stdout(printed):
         try:
             if project.TENSOR_PARALLEL:
@@ -182,9 +183,9 @@ def eager_output() -> Any:
 
     torch.manual_seed(0)
     device = select_backend().device
-    model = yours("model").build_model().to(device).eval()
+    model = your_model().build_model().to(device).eval()
     with torch.no_grad():
-        dummy_input = to_device(yours("model").example_inputs(), device)
+        dummy_input = to_device(your_model().example_inputs(), device)
         if project.DECODE:
             from .decode import first_step
 
