@@ -9,6 +9,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from .toolkit.project import Project, using
+
 # Command → (module of this package, what it answers); each module has main(arguments, prog). Modules load only when their command runs:
 # `--help` stays instant, and a broken torch cannot stop the doctor from starting.
 COMMANDS = {
@@ -95,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     prog = f"python -m {__package__} {parsed.command}"
     try:
         module = importlib.import_module(f".{module_name}", __package__)
-        return module.main(parsed.arguments, prog=prog)
+        # The toolkit imports nothing of this project: the tool serves the project it is given.
+        with using(Project.of(__package__)):
+            return module.main(parsed.arguments, prog=prog)
     except (ImportError, SyntaxError) as error:
         if (told := your_code_failed(error)) is None:
             raise

@@ -11,9 +11,13 @@ npugraph_ex needs nothing more: aclgraph captures and replays the eager kernel, 
 import torch
 from torch.library import Library, impl
 
+from .op_reference import reference
+from .toolkit.op_plugin import define
+
 # Off NPU, or before torch_npu is rebuilt with the op, this defines npu::{{ cookiecutter.op_name }} from the
-# schema in op_plugin_functions.yaml: a Meta function can only be registered for an existing op.
-from .toolkit import op_plugin  # noqa: F401
+# schema in op_plugin_functions.yaml, with op_reference.py's kernel for the CPU: a Meta function can
+# only be registered for an existing op. Kept: the definition lasts as long as its Library.
+defined = define(reference)
 
 m = Library("npu", "IMPL", "Meta")
 

@@ -640,14 +640,11 @@ def check(ranks: Ranks | None = None, ladder: bool = False) -> Result:
     device = ranks.device if ranks is not None else ("npu" if npu_ok else "cpu")
     result = Result()
     try:
-        from ..model import build_model, example_inputs
-
+        build_model, example_inputs = project.from_model("build_model", "example_inputs")
         torch.manual_seed(0)
         model = build_model().to(device).eval()
         if ranks is not None:
-            from ..model import parallel_plan
-
-            model = ranks.shard(model, parallel_plan(ranks.size))
+            model = ranks.shard(model, project.from_model("parallel_plan")(ranks.size))
     except Exception as error:  # noqa: BLE001  (the user's code may raise anything)
         hint = hint_of(error, EAGER_HINT)
         found = Finding(
@@ -839,16 +836,16 @@ def plan_problem(size: int) -> Finding | None:
     """With tensor parallelism, parallel_plan(size) rehearsed in this process before anything
     compiles: the sharded model runs for `size` ranks on a fake process group. None if it runs
     (or the model cannot be built at all, which check() reports)."""
-    from ..model import build_model, example_inputs, parallel_plan
     from .parallel import PlanError, rehearse
 
     try:
+        build_model, example_inputs = project.from_model("build_model", "example_inputs")
         torch.manual_seed(0)
         inputs = to_device(example_inputs(), "cpu")
     except Exception:  # noqa: BLE001  (check() reports the model's own errors)
         return None
     try:
-        plan = parallel_plan(size)
+        plan = project.from_model("parallel_plan")(size)
     except Exception as error:  # noqa: BLE001  (your plan may refuse this many ranks)
         return Finding(
             f"parallel_plan({size}) fails", first_line(error), error_frame(error), code=PLAN

@@ -8,7 +8,6 @@ tuple, a dict, or an output object such as transformers' ModelOutput. model.py m
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -160,7 +159,7 @@ def own_tolerances() -> dict[torch.dtype, Tolerance]:
     # Looked up at each comparison, so a model.py a test patches counts. Not an import statement:
     # here export would refuse it (it bundles this module), and at the top a broken model.py
     # would stop every tool at import instead of being reported.
-    model = importlib.import_module("..model", __package__)
+    model = project.model()
     own = getattr(model, "TOLERANCES", {})
     example = 'e.g. TOLERANCES = {torch.bfloat16: {"rtol": 5e-2, "atol": 5e-2}}'
     if not isinstance(own, dict):

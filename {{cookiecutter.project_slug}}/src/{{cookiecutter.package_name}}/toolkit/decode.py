@@ -11,7 +11,6 @@ positions of cache rows [:batch] in place, and returns logits (batch, n, vocab) 
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ import torch._dynamo
 from torch import nn
 from torch._dynamo.utils import counters
 
+from . import project
 from .contract import ContractError, PromptTooLong, mismatches
 from .state import State, StateCarriedOver, restore, save, state_mismatches
 
@@ -114,7 +114,7 @@ SETTINGS = {
 def limits() -> Limits:
     """MAX_BATCH, MAX_SEQ_LEN and CAPTURE_SIZES from model.py, or a ContractError naming the fix."""
     # Looked up at each use, so a model.py a test patches counts (as contract.own_tolerances()).
-    model = importlib.import_module("..model", __package__)
+    model = project.model()
     if missing := [name for name in SETTINGS if not hasattr(model, name)]:
         raise ContractError(
             f"model.py sets no {', '.join(missing)}: "

@@ -304,8 +304,7 @@ def check_model() -> Check:
 
     fix = "fix model.py: README, section 'Your own model'"
     try:
-        from ..model import build_model, example_inputs
-
+        build_model, example_inputs = project.from_model("build_model", "example_inputs")
         torch.manual_seed(0)
         model = build_model()
         inputs = to_device(example_inputs(), "cpu")
@@ -390,9 +389,7 @@ def decode_contract() -> Check:
         f"CAPTURE_SIZES {bounds.capture_sizes}"
     )
     try:
-        from ..model import example_inputs
-
-        inputs = to_device(example_inputs(), "cpu")
+        inputs = to_device(project.from_model("example_inputs")(), "cpu")
     except Exception:  # noqa: BLE001  (the model line says what is wrong with model.py)
         return Check("decode", "OK", detail)
     prompt = inputs[0] if len(inputs) == 1 else None
@@ -470,8 +467,9 @@ def check_plan(wanted: int) -> Check:
     )
     try:
         # Inside: model.py may fail to import, or lack a name, and that is this check's FAIL.
-        from ..model import build_model, example_inputs, parallel_plan
-
+        build_model, example_inputs, parallel_plan = project.from_model(
+            "build_model", "example_inputs", "parallel_plan"
+        )
         torch.manual_seed(0)
         plan = parallel_plan(wanted)
         rehearse(build_model, plan, to_device(example_inputs(), "cpu"), wanted)

@@ -25,7 +25,6 @@ A decode project's own: the template leaves this file out of forward projects.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from collections.abc import Sequence
@@ -78,7 +77,7 @@ def transformers_model(model: nn.Module) -> nn.Module | None:
 
 def own_config() -> dict | None:
     """model.py's hf_config(), checked: a dict naming its architecture; None where it has none."""
-    model = importlib.import_module("..model", __package__)
+    model = project.model()
     function = getattr(model, "hf_config", None)
     if function is None:
         return None
@@ -117,7 +116,7 @@ def generation_config() -> dict:
 
 def export(directory: Path) -> Exported:
     """Write build_model(), seeded as the MRE seeds it, into `directory`: a Hugging Face folder."""
-    from ..model import build_model
+    build_model = project.from_model("build_model")
 
     torch.manual_seed(0)
     model = build_model().eval()

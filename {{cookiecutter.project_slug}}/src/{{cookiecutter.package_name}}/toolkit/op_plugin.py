@@ -13,7 +13,6 @@ from collections.abc import Callable
 import torch
 from torch.library import Library
 
-from ..op_reference import reference
 from .backend import npu_status
 from .opschema import schema
 
@@ -51,5 +50,10 @@ def define_if_missing(
 
 FUNC = schema()
 OP_NAME = FUNC.split("(")[0]
-# Kept: the definition lasts as long as its Library object.
-_library = define_if_missing(OP_NAME, FUNC, reference, npu_status()[0])
+
+
+def define(reference: Callable[..., object]) -> Library | None:
+    """npu::<op> of op_plugin_functions.yaml, with `reference` (op_reference.py, yours) as its CPU
+    kernel, where torch_npu lacks it; keep what it returns: the definition lasts as long as its
+    Library object."""
+    return define_if_missing(OP_NAME, FUNC, reference, npu_status()[0])

@@ -154,7 +154,7 @@ def tail(log: str, lines: int = TAIL) -> str:
 
 def reference(new_tokens: int, bounds: Limits) -> tuple[list[list[int]], Generated]:
     """The prompt's rows and the project's own greedy tokens for them: eager, seeded as the MRE."""
-    from ..model import build_model, example_inputs
+    build_model, example_inputs = project.from_model("build_model", "example_inputs")
 
     torch.manual_seed(0)
     model = build_model().eval()
