@@ -583,7 +583,9 @@ def test_a_count_out_of_range_is_refused_naming_the_option(arguments, refusal, c
 def test_a_model_py_that_breaks_its_contract_exits_2_saying_how(project, monkeypatch, capsys):
     """example_inputs() that breaks the contract stops bench: exit 2, and what to fix on stderr."""
     tool = bench_of(project)
-    monkeypatch.setattr(tool, "example_inputs", lambda: [torch.ones(2)])
+    monkeypatch.setattr(
+        importlib.import_module(f"{project}.model"), "example_inputs", lambda: [torch.ones(2)]
+    )
     with pytest.raises(ContractError) as broken:
         to_device([torch.ones(2)], "cpu")
     assert tool.main(FAST) == 2

@@ -259,8 +259,8 @@ def test_each_rank_asks_for_its_own_cache(in_tmp_dir, monkeypatch):
 
     npugraph_ex = SimpleNamespace(inference=SimpleNamespace(cache_compile=recording))
     monkeypatch.setattr(torch, "npu", SimpleNamespace(npugraph_ex=npugraph_ex), raising=False)
+    backend = Backend("npugraph_ex", "cpu", "a test")
     with tensor_parallel("cpu"), pytest.raises(Asked):
-        backend = Backend("npugraph_ex", "cpu", "a test")
         mre.CachedModel(nn.Linear(2, 2), backend, backend.options)
     assert [{k: v for k, v in each.items() if k.endswith("rank")} for each in asked] == [
         {"global_rank": 0, "tp_rank": 0}

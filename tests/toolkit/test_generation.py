@@ -705,7 +705,7 @@ def test_which_new_tokens_end_their_sequence(monkeypatch):
 def test_the_prompt_goes_to_the_device_asked(monkeypatch):
     """prompt_of() puts example_inputs()'s prompt, its rows in turn, on the given device (the meta
     device stands in for the NPU)."""
-    monkeypatch.setattr(generation, "example_inputs", lambda: (torch.tensor([[1, 2], [3, 4]]),))
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.tensor([[1, 2], [3, 4]]),))
     assert generation.prompt_of(3, "cpu").tolist() == [[1, 2], [3, 4], [1, 2]]
     assert generation.prompt_of(3, "meta").device.type == "meta"
     assert generation.prompt_of(None, "cpu").tolist() == [[1, 2], [3, 4]]
@@ -793,7 +793,7 @@ def test_a_prompt_that_fills_the_cache_batch_is_rehearsed(monkeypatch):
     """build() rehearses a prompt of exactly MAX_BATCH sequences: the cache holds it."""
     rehearsed = rehearsals(monkeypatch, generation)
     full = torch.zeros(model.MAX_BATCH, 2, dtype=torch.long)
-    monkeypatch.setattr(generation, "example_inputs", lambda: (full,))
+    monkeypatch.setattr(model, "example_inputs", lambda: (full,))
     generation.build(select_backend())
     assert [prompt.shape for (prompt,) in rehearsed] == [full.shape]
 
@@ -1032,7 +1032,7 @@ def test_more_sizes_than_the_recompile_limit_raise_it_with_a_note(name, monkeypa
     """Each capture size is one graph of one compiled model: more sizes than Dynamo's recompile
     limit raise the limit, and warm-up says so."""
     own = tool(name, "model")
-    monkeypatch.setattr(tool(name, "toolkit.generation"), "build_model", Lookup)
+    monkeypatch.setattr(own, "build_model", Lookup)
     monkeypatch.setattr(own, "CAPTURE_SIZES", (1, 2))
     ranks = []
     if name == "decode_parallel_project":
@@ -1053,7 +1053,7 @@ def test_state_a_request_leaves_for_the_next_is_refused_before_anything_compiles
     before a graph is captured."""
     from toolkit.test_check import RemembersRequests
 
-    monkeypatch.setattr(generation, "build_model", RemembersRequests)
+    monkeypatch.setattr(model, "build_model", RemembersRequests)
     monkeypatch.setattr(DecodeGraphs, "warm_up", lambda graphs: pytest.fail("captured"))
     code, printed, told = generate_command("decode_project")
     assert (code, printed) == (2, "")

@@ -283,10 +283,10 @@ class Counts(torch.nn.Module):
 def counting_model(project: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The project's profile runs the Counts model on one input, torch.ones(3): as the step, with
     no prefill, in a decode project; unsharded, with tensor parallelism."""
-    bench = importlib.import_module(f"{project}.toolkit.bench")
+    model = importlib.import_module(f"{project}.model")
     settings = importlib.import_module(f"{project}.toolkit.project")
-    monkeypatch.setattr(bench, "build_model", Counts)
-    monkeypatch.setattr(bench, "example_inputs", lambda: (torch.ones(3),))
+    monkeypatch.setattr(model, "build_model", Counts)
+    monkeypatch.setattr(model, "example_inputs", lambda: (torch.ones(3),))
     if settings.DECODE:
         decode = importlib.import_module(f"{project}.toolkit.decode")
         monkeypatch.setattr(decode, "first_step", lambda model, *inputs: inputs)

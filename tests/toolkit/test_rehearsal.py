@@ -53,11 +53,7 @@ def isolated(monkeypatch, tmp_path):
 def run_tool(monkeypatch, tool: str, project: str, build_model: Callable[[], nn.Module]) -> tuple[int, str]:
     """`python -m <project> <tool>` on a model.py whose build_model() is `build_model`: the exit
     code and what it printed on stderr. Nothing may compile before it refuses."""
-    # Each tool takes build_model from model.py when it loads: bench (profile builds through it)
-    # and, in a decode project, generation.
-    for name in ("toolkit.bench", "toolkit.generation"):
-        with contextlib.suppress(ModuleNotFoundError):
-            monkeypatch.setattr(module(project, name), "build_model", build_model)
+    # Every tool reads build_model from model.py when it runs.
     monkeypatch.setattr(module(project, "model"), "build_model", build_model)
     graphs = counters["stats"]["unique_graphs"]
     told = io.StringIO()

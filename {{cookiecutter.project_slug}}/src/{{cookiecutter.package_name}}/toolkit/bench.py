@@ -183,10 +183,10 @@ def seeded_model(where: Backend | Ranks) -> tuple[torch.nn.Module, tuple[Any, ..
     after an eager prefill of the prompt: the decode step is what runs.
     """
     torch.manual_seed(0)
-    model = built(project.model().build_model).to(where.device).eval()
+    model = built(project.from_model("build_model")).to(where.device).eval()
     if project.TENSOR_PARALLEL:
-        model = where.shard(model, project.model().parallel_plan(where.size))
-    dummy_input = to_device(project.model().example_inputs(), where.device)
+        model = where.shard(model, project.from_model("parallel_plan")(where.size))
+    dummy_input = to_device(project.from_model("example_inputs")(), where.device)
     # Before anything compiles: refuse a model that fails eagerly, or keeps state out of sight.
     rehearse(model, dummy_input)
     if project.DECODE:
@@ -231,7 +231,7 @@ def build(backend: Backend, ranks: Ranks | None = None) -> tuple[torch.nn.Module
     from .generation import build as build_decode
 
     model, graphs = build_decode(backend, ranks)
-    (prompt,) = to_device(project.model().example_inputs(), graphs.device)
+    (prompt,) = to_device(project.from_model("example_inputs")(), graphs.device)
     graphs.limits.check_prompt(prompt.shape[1])
     return model, graphs, prompt
 

@@ -146,17 +146,16 @@ def build(backend: Backend, ranks: Ranks | None = None) -> tuple[torch.nn.Module
     torch.manual_seed(0)
     if ranks is None:
         device = backend.device
-        model = built(project.model().build_model).to(device).eval()
+        model = built(project.from_model("build_model")).to(device).eval()
     else:
         # Only a tensor-parallel project's model.py has a plan.
         device = ranks.device
-        yours = project.model()
-        model = built(yours.build_model).to(device).eval()
-        model = ranks.shard(model, yours.parallel_plan(ranks.size))
+        model = built(project.from_model("build_model")).to(device).eval()
+        model = ranks.shard(model, project.from_model("parallel_plan")(ranks.size))
     bounds = limits()
     # The random generator as build_model() left it, for the caller's example_inputs().
     with torch.random.fork_rng(devices=[]):
-        (prompt,) = to_device(project.model().example_inputs(), device)
+        (prompt,) = to_device(project.from_model("example_inputs")(), device)
     # Before anything compiles, the MRE's eager calls on the prompt: refuse a model that fails
     # eagerly, or keeps state out of sight. A prompt the cache cannot hold, the callers refuse
     # in their own words.
@@ -192,7 +191,7 @@ def eager_step(model: torch.nn.Module) -> Step:
 def prompt_of(batch: int | None, device: str) -> torch.Tensor:
     """example_inputs()'s prompt, its rows repeated in turn to `batch` sequences if given (and
     positive: run() refuses any other batch)."""
-    (prompt,) = to_device(project.model().example_inputs(), device)
+    (prompt,) = to_device(project.from_model("example_inputs")(), device)
     if batch is None or batch < 1:
         return prompt
     return prompt[torch.arange(batch, device=device) % prompt.shape[0]]
