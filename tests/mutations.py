@@ -1712,7 +1712,7 @@ MUTATIONS = (
         "cache_compile's folder ignores the torch_npu and CANN releases, and loads another release's graph",
         f"{TOOLKIT}/compile_cache.py",
         '    key = f"{code_fingerprint(model)}\\n{npu_versions()}"',
-        '    key = code_fingerprint(model)',
+        "    key = code_fingerprint(model)",
         "tests/toolkit/test_compile_cache.py -k follows_torch_npu_and_cann",
     ),
     Mutation(
@@ -2079,8 +2079,8 @@ MUTATIONS = (
     Mutation(
         "check keeps the first of its graph-break findings",
         f"{TOOLKIT}/check.py",
-        "            Finding(\"graph break\", plain_reason(text), where, hint_for(text), code=GRAPH_BREAK)\n        )\n    return findings\n",
-        "            Finding(\"graph break\", plain_reason(text), where, hint_for(text), code=GRAPH_BREAK)\n        )\n    return findings[:1]\n",
+        '            Finding("graph break", plain_reason(text), where, hint_for(text), code=GRAPH_BREAK)\n        )\n    return findings\n',
+        '            Finding("graph break", plain_reason(text), where, hint_for(text), code=GRAPH_BREAK)\n        )\n    return findings[:1]\n',
         "tests/toolkit/test_check.py -k 'every_graph_break or every_item'",
     ),
     Mutation(

@@ -361,7 +361,11 @@ def test_post_gen_removes_tensor_parallel_files_without_it():
     }
     removed = post_gen.paths_to_remove({**answers, "parallel": "none"})
     kept = post_gen.paths_to_remove({**answers, "parallel": "tensor_parallel"})
-    tp_files = {"src/pkg/toolkit/parallel.py", "src/pkg/toolkit/two_ranks.py", "tests/test_tensor_parallel.py"}
+    tp_files = {
+        "src/pkg/toolkit/parallel.py",
+        "src/pkg/toolkit/two_ranks.py",
+        "tests/test_tensor_parallel.py",
+    }
     assert tp_files <= set(removed)
     assert not tp_files & set(kept)
 

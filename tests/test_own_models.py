@@ -216,7 +216,7 @@ def test_every_tool_refuses_a_model_it_cannot_judge_in_its_words(case, tmp_path)
         assert len(said.strip().splitlines()) <= 6, (command, said)
     assert results["check"][1].startswith("model       StaticCacheLM\n")
     _, doctor_report, _ = results["doctor"]
-    (model_line,) = [line for line in doctor_report.splitlines() if "  model  " in line]
+    (model_line,) = [line for line in doctor_report.splitlines() if line.split()[2:3] == ["model"]]
     assert model_line.startswith(doctor), doctor_report
     assert named in model_line, doctor_report
 

@@ -12,11 +12,11 @@ an Atlas A2 or A3, the SoCs npugraph_ex runs on (csrc/core/npu/sys_ctrl/npu_sys_
 _OPTIONS: dict[str, str] = {}
 
 
-def _npu_setOption(options):  # noqa: N802  (the real name)
+def _npu_setOption(options):  # the real name
     _OPTIONS.update(options)
 
 
-def _npu_getOption(name):  # noqa: N802  (the real name)
+def _npu_getOption(name):  # the real name
     value = _OPTIONS.get(name)
     return None if value is None else value.encode()
 

@@ -410,9 +410,6 @@ class LiteralMre:
     def literals(self, text: str) -> str:
         """Each read of the backend as the target's value, and the choice gone."""
         tree, edits, done = ast.parse(text), [], set()
-        parents = {
-            id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)
-        }
         for choice in choices(tree):  # the whole statement, and the comment lines above it
             start = offset(text, comments_above(text.split("\n"), choice.lineno), 0)
             edits.append((start, span(text, choice)[1] + 1, ""))
@@ -421,12 +418,9 @@ class LiteralMre:
                 continue
             if self.is_move(node):
                 done.add(id(node.args[0]))
-                if self.npu:
-                    new = ".npu()"
-                elif isinstance(parents.get(id(node)), ast.Attribute):
-                    new = ""  # `build_model().to("cpu").eval()` reads as `build_model().eval()`
-                else:
-                    new = f'.to("{self.device}")'
+                # Kept on the CPU too: a model's own .to() may do more than move (allocate a cache,
+                # run a token through it) and draw random numbers the MRE's inputs then follow.
+                new = ".npu()" if self.npu else f'.to("{self.device}")'
                 moved = node.func.value
                 edits.append((span(text, moved)[1], span(text, node)[1], new))
             elif isinstance(node, ast.Assign) and self.is_field(node.value, "options"):

@@ -148,7 +148,15 @@ def generate() -> dict[str, Any]:
 def main(folder: Path, exported: str) -> None:
     results = {}
     if Path(exported).exists():  # not when export refuses the model's data files
-        results["portable"] = run_step(folder, "portable", lambda: portable(exported))
+        try:
+            results["portable"] = run_step(folder, "portable", lambda: portable(exported))
+        except BaseException as error:
+            # The exported file's own error, said in a few lines as the MRE's would be (its
+            # guard has no report of its own): the package may be imported now.
+            failures = importlib.import_module(f"{PACKAGE}.toolkit.rank_failure")
+            rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+            failures.report_when_uncaught(error, rank, size)
+            raise
     results["mre"] = run_step(folder, "mre", mre)
     results["bench"] = run_step(folder, "bench", lambda: command(BENCH))
     results["profile"] = run_step(folder, "profile", lambda: command(PROFILE))

@@ -35,7 +35,7 @@ def set_compile_mode(jit_compile=False):
     _C._npu_setOption({"jitCompile": "enable" if jit_compile else "disable"})
 
 
-class _npuConfig:  # noqa: N801  (the real name)
+class _npuConfig:  # the real name
     @classmethod
     def __setattr__(cls, name, value):
         if name == "allow_internal_format":
