@@ -129,8 +129,8 @@ MUTATIONS = (
     Mutation(
         "npu export moves the model to the CPU",
         f"{TOOLKIT}/export.py",
-        '                    new = ".npu()"',
-        "                    new = '.to(\"cpu\")'",
+        '                new = ".npu()" if self.npu else f\'.to("{self.device}")\'',
+        "                new = f'.to(\"{self.device}\")'",
         "tests/toolkit/test_export_targets.py -k moves_to_the_npu",
         None,
     ),
@@ -235,8 +235,8 @@ MUTATIONS = (
         f"{PROJECT}/README.md",
         "### Fault isolation\n",
         "### Fault isolation, step by step\n",
-        "tests/test_readme.py -k section",
-        DEFAULT,
+        "tests/test_project_readme.py -k 'section and npugraph_ex-none'",
+        None,
     ),
     Mutation(
         "check's rungs start from the state the eager reference left",
@@ -468,10 +468,10 @@ MUTATIONS = (
     # The template's own suite: the hooks, the simulated NPU machines, your own models.
     Mutation(
         "a generated test imports a helper from conftest",
-        f"{PROJECT}/tests/test_cli.py",
-        "import pytest\n\nfrom {{ cookiecutter.package_name }}.__main__",
-        "import pytest\n\nfrom conftest import pytest_collection_modifyitems  # noqa: F401\n"
-        "from {{ cookiecutter.package_name }}.__main__",
+        f"{PROJECT}/tests/test_mre.py",
+        "import pytest\n\nfrom {{ cookiecutter.package_name }}.model",
+        "import pytest\n\nfrom conftest import pytest_plugins  # noqa: F401\n"
+        "from {{ cookiecutter.package_name }}.model",
         "tests/test_bake.py -k 'sorting_first and sorts-first-npugraph_ex-none'",
     ),
     Mutation(
@@ -942,16 +942,16 @@ MUTATIONS = (
     Mutation(
         "bench and profile show a traceback where build_model() raises",
         f"{TOOLKIT}/bench.py",
-        "    model = built(build_model).to(where.device).eval()",
-        "    model = build_model().to(where.device).eval()",
+        '    model = built(project.from_model("build_model")).to(where.device).eval()',
+        '    model = project.from_model("build_model")().to(where.device).eval()',
         "tests/toolkit/test_rehearsal.py -k 'does_not_build and profile and forward'",
         None,
     ),
     Mutation(
         "generate shows a traceback where build_model() raises",
         f"{TOOLKIT}/generation.py",
-        "        model = built(build_model).to(device).eval()",
-        "        model = build_model().to(device).eval()",
+        '        model = built(project.from_model("build_model")).to(device).eval()\n    else:',
+        '        model = project.from_model("build_model")().to(device).eval()\n    else:',
         "tests/toolkit/test_rehearsal.py -k 'does_not_build and bench and decode'",
         None,
     ),
@@ -974,8 +974,8 @@ MUTATIONS = (
     Mutation(
         "generate's prompt is drawn after the rehearsal's",
         f"{TOOLKIT}/generation.py",
-        "    with torch.random.fork_rng(devices=[]):\n        (prompt,) = to_device(example_inputs(), device)",
-        "    if True:\n        (prompt,) = to_device(example_inputs(), device)",
+        '    with torch.random.fork_rng(devices=[]):\n        (prompt,) = to_device(project.from_model("example_inputs")(), device)',
+        '    if True:\n        (prompt,) = to_device(project.from_model("example_inputs")(), device)',
         "tests/toolkit/test_rehearsal.py -k prompt_is_the_mre",
         None,
     ),
@@ -1937,8 +1937,8 @@ MUTATIONS = (
         f"{PACKAGE}/__main__.py",
         '        prog=f"python -m {__package__}",\n',
         "",
-        "tests/test_cli.py -k usage",
-        DEFAULT,
+        "tests/test_project_cli.py -k 'commands_help and forward'",
+        None,
     ),
     Mutation(
         "pre-gen hook refuses a cache dir with a trailing slash",
