@@ -1937,7 +1937,7 @@ MUTATIONS = (
         f"{PACKAGE}/__main__.py",
         '        prog=f"python -m {__package__}",\n',
         "",
-        "tests/test_project_cli.py -k 'commands_help and forward'",
+        "tests/test_project_cli.py -k 'help_lists and forward'",
         None,
     ),
     Mutation(

@@ -31,9 +31,11 @@ def commands_of(project) -> dict[str, str]:
 
 
 def test_help_lists_every_command_with_what_it_answers(project):
-    """--help names each command with what it answers, and the MRE's own entry point."""
+    """--help shows the usage as typed, names each command with what it answers, and the MRE's
+    own entry point."""
     result = command_line(project, "--help")
     assert result.returncode == 0
+    assert result.stdout.startswith(f"usage: python -m {package_of(project)} ")
     listing = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith("  ")}
     commands = commands_of(project)
     assert {"check", "doctor", "bench", "profile", "export"} <= commands.keys()
