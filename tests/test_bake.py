@@ -45,14 +45,12 @@ COMMON_FILES = {
     "tests/conftest.py",
     "tests/test_bench.py",
     "tests/test_check.py",
-    "tests/test_cli.py",
     "tests/test_doctor.py",
     "tests/test_export.py",
     "tests/test_graph.py",
     "tests/test_mre.py",
     "tests/test_npugraph_ex.py",
     "tests/test_profile.py",
-    "tests/test_readme.py",
 }
 MODE_FILES = {
     "npugraph_ex": set(),
