@@ -105,6 +105,14 @@ def mutations(session: nox.Session) -> None:
 
 
 @nox.session
+def toolkit_projects(session: nox.Session) -> None:
+    """Write tests/toolkit/projects/ anew from fresh bakes: the projects whose package files the
+    toolkit's tests import, after a change to the template's files."""
+    session.install(*TEST_DEPENDENCIES)
+    session.run("python", "tests/toolkit/projects.py")
+
+
+@nox.session
 def mutation_score(session: nox.Session) -> None:
     """Mutation testing (mutmut) of the toolkit, CLI and op files in baked projects and of the hooks:
     a table per module, survivors in tests/mutation_survivors.md. On demand; cached in build/mutation.

@@ -7,7 +7,7 @@ every small change it knows (a flipped comparison, a constant, a dropped argumen
 function of a TARGET, one at a time, and runs the tests that reach that function: a mutant that
 no test fails on survived.
 
-A target is the toolkit, mutated once and tested by tests/toolkit in every project it bakes
+A target is the toolkit, mutated once and tested by tests/toolkit in every project it installs
 (each project's toolkit files are links to one mutated copy, so a mutant is one mutant whichever
 project's tests kill it: mutation_tracing.py); a baked project, mutating the files whose code is
 new in it (`mutate`, relative to the package) against that project's own suite; or the template
@@ -44,6 +44,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.projects import PROJECTS, install
+from toolkit.projects import TOOLKIT as TOOLKIT_SOURCE
+
 TEMPLATE = Path(__file__).resolve().parents[1]
 BUILD = TEMPLATE / "build" / "mutation"
 SURVIVORS = TEMPLATE / "tests" / "mutation_survivors.md"
@@ -63,12 +66,9 @@ class Target:
 
 
 TOOLKIT_PROJECTS = "src"
-"""Where the toolkit target's working folder holds the projects of tests/toolkit, baked."""
+"""Where the toolkit target's working folder holds the projects of tests/toolkit, installed."""
 SHARED_TOOLKIT = "shared_toolkit"
 """The one copy of the toolkit that mutmut mutates, beside those projects; theirs link to it."""
-TOOLKIT_SOURCE = (
-    TEMPLATE / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "toolkit"
-)
 TOOLKIT = Target(
     "toolkit",
     None,
@@ -229,8 +229,7 @@ def prepare(target: Target) -> Path:
             )
         sync(fresh, work, keep=TOOLKIT_PROJECTS if target is TOOLKIT else None)
         if target is TOOLKIT:
-            projects = toolkit_projects(Path(scratch))
-            links = unlink_toolkits(projects)
+            projects = install(Path(scratch), toolkit=None)
             shutil.copytree(
                 TOOLKIT_SOURCE, projects / SHARED_TOOLKIT, ignore=shutil.ignore_patterns("__pycache__")
             )
@@ -241,42 +240,19 @@ def prepare(target: Target) -> Path:
         shutil.rmtree(work / "mutants", ignore_errors=True)  # other files or tests: start afresh
     config_file.write_text(config)
     if target is TOOLKIT:
-        link_toolkits(work / "mutants" / TOOLKIT_PROJECTS, links)
+        link_toolkits(work / "mutants" / TOOLKIT_PROJECTS)
     return work
 
 
-def toolkit_projects(scratch: Path) -> Path:
-    """The projects tests/toolkit imports, baked from the template into scratch."""
-    from toolkit.conftest import build_projects
-
-    return build_projects(scratch)
-
-
-def unlink_toolkits(projects: Path) -> list[Path]:
-    """Take each project's toolkit files out of `projects`, checking that each is the template's
-    file as it is; the files taken out, relative to `projects`."""
-    links = []
-    for path in sorted(projects.glob("*/toolkit/*")):
-        if path.name == "__pycache__":
-            continue
-        if path.read_bytes() != (TOOLKIT_SOURCE / path.name).read_bytes():
-            sys.exit(f"{path.relative_to(projects)} is not the template's toolkit file: a bake rendered it")
-        path.unlink()
-        links.append(path.relative_to(projects))
-    return links
-
-
-def link_toolkits(projects: Path, links: list[Path]) -> None:
-    """Make each of `links` under `projects` (mutmut's copy) a link to the shared copy's file, and
-    remove the links no project has any longer. mutmut never writes these: they are not among
-    its source files."""
-    for link in projects.glob("*/toolkit/*"):
-        if link.is_symlink():
-            link.unlink()
-    for link in links:
-        path = projects / link
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.symlink_to(Path("..", "..", SHARED_TOOLKIT, link.name))
+def link_toolkits(projects: Path) -> None:
+    """Make every toolkit module of each project under `projects` (mutmut's copy) a link to the
+    shared copy's: mutmut never writes these, as they are not among its source files."""
+    for name in PROJECTS:
+        toolkit = projects / name / "toolkit"
+        shutil.rmtree(toolkit, ignore_errors=True)
+        toolkit.mkdir(parents=True)
+        for module in sorted(TOOLKIT_SOURCE.glob("*.py")):
+            (toolkit / module.name).symlink_to(Path("..", "..", SHARED_TOOLKIT, module.name))
 
 
 def isolated_config(scratch: Path) -> str:

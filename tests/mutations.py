@@ -3007,6 +3007,19 @@ def bake(template: Path, workdir: Path, answers: dict[str, str]) -> Path:
                 os.close(original)
 
 
+def package_file(mutation: Mutation) -> bool:
+    """Whether `mutation` changes a package file that tests/toolkit/projects/ holds as baked: its
+    template-suite tests then run on projects written anew from the mutated template."""
+    path = mutation.path
+    return mutation.bake is None and path.startswith(f"{PACKAGE}/") and not path.startswith(f"{TOOLKIT}/")
+
+
+def write_toolkit_projects(template: Path) -> None:
+    """tests/toolkit/projects/ of the template copy, written anew from its own files."""
+    script = template / "tests" / "toolkit" / "projects.py"
+    subprocess.run([sys.executable, str(script)], cwd=template, capture_output=True, check=True)
+
+
 def run_tests(where: Path, tests: str, generated: bool) -> subprocess.CompletedProcess[str]:
     """Run `tests` in a baked project (its own suite) or in the template copy (the template's)."""
     environment = {
@@ -3086,9 +3099,13 @@ def main(selected: list[str]) -> int:
                 path.write_text(original.replace(mutation.old, mutation.new))
                 clock = time.perf_counter()
                 try:
+                    if package_file(mutation):
+                        write_toolkit_projects(template)
                     result = run(mutation.bake, mutation.tests)
                 finally:
                     path.write_text(original)
+                    if package_file(mutation):
+                        write_toolkit_projects(template)
                 verdict = {0: "NO: survived", 1: "yes"}.get(
                     result.returncode, f"NO: pytest exit {result.returncode}"
                 )

@@ -17,9 +17,9 @@ from mutation_score import (
     function_of,
     link_toolkits,
     module_of,
-    unlink_toolkits,
 )
 from mutation_tracing import shared_name
+from toolkit.projects import PROJECTS, install
 
 BAKES = [target for target in TARGETS if target.answers is not None]
 
@@ -44,33 +44,19 @@ def test_the_template_target_mutates_the_hooks():
         assert list(TEMPLATE.glob(glob)), glob
 
 
-def test_every_projects_toolkit_file_becomes_a_link_to_the_shared_copy(tmp_path):
-    """Each project of tests/toolkit keeps its own set of toolkit files, each the template's file
-    as it is, so each becomes a link to the one copy mutmut mutates; together they are every
-    module of the template's toolkit."""
-    from toolkit.projects import build_projects
-
-    (tmp_path / "baked").mkdir()
-    projects = build_projects(tmp_path / "baked")
-    links = unlink_toolkits(projects)
-    assert not list(projects.glob("*/toolkit/*.py"))
-    assert {link.name for link in links} == {path.name for path in TOOLKIT_SOURCE.glob("*.py")}
-    mutants = tmp_path / "mutants"
-    shutil.copytree(TOOLKIT_SOURCE, mutants / SHARED_TOOLKIT)
-    link_toolkits(mutants, links)
-    for link in links:
-        assert (mutants / link).is_symlink()
-        assert (mutants / link).read_bytes() == (TOOLKIT_SOURCE / link.name).read_bytes()
-
-
-def test_a_rendered_toolkit_file_stops_the_run_naming_it(tmp_path):
-    """A project's toolkit file that differs from the template's cannot link to the shared copy:
-    the run stops, naming it."""
-    module = tmp_path / "forward_project" / "toolkit" / "report.py"
-    module.parent.mkdir(parents=True)
-    module.write_text("# rendered\n" + (TOOLKIT_SOURCE / "report.py").read_text())
-    with pytest.raises(SystemExit, match=r"forward_project/toolkit/report\.py is not the template's"):
-        unlink_toolkits(tmp_path)
+def test_every_projects_toolkit_module_is_a_link_to_the_shared_copy(tmp_path):
+    """Each project of tests/toolkit gets every module of the template's toolkit as a link to the
+    one copy mutmut mutates, so a mutant is one mutant whichever project's tests kill it."""
+    projects = install(tmp_path, toolkit=None)
+    shutil.copytree(TOOLKIT_SOURCE, projects / SHARED_TOOLKIT)
+    link_toolkits(projects)
+    modules = sorted(path.name for path in TOOLKIT_SOURCE.glob("*.py"))
+    for name in PROJECTS:
+        toolkit = projects / name / "toolkit"
+        assert sorted(path.name for path in toolkit.iterdir()) == modules
+        for module in modules:
+            assert (toolkit / module).is_symlink()
+            assert (toolkit / module).read_bytes() == (TOOLKIT_SOURCE / module).read_bytes()
 
 
 def test_a_projects_toolkit_module_answers_to_the_shared_copys_name():

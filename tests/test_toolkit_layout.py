@@ -8,6 +8,7 @@ import re
 import pytest
 from conftest import CODE_VARIANTS, TEMPLATE, package_of
 from test_bake import LONG_NAMES, SORTING_NAMES
+from toolkit.projects import FOLDERS, PROJECTS, package_files
 
 TOOLKIT = TEMPLATE / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "toolkit"
 JINJA = re.compile(r"\{\{|\{%|%\}|\{#|#\}")
@@ -43,6 +44,15 @@ def test_a_kept_toolkit_file_is_the_template_file_byte_for_byte(baked):
             if path.read_bytes() != (TOOLKIT / path.name).read_bytes():
                 differ.add(path.name)
     assert sorted(differ) == []
+
+
+@pytest.mark.parametrize("name", PROJECTS)
+def test_the_toolkit_tests_projects_are_what_a_bake_makes(baked, name):
+    """tests/toolkit/projects/<name> holds a fresh bake's package files, the toolkit left out:
+    after a change to the template's files, `nox -s toolkit_projects` writes them anew."""
+    project = baked(project_slug=name, package_name=name, **PROJECTS[name])
+    fresh = package_files(project / "src" / name)
+    assert package_files(FOLDERS / name) == fresh, "run `nox -s toolkit_projects`"
 
 
 def assignments(tree: ast.AST, name: str) -> list[ast.AST]:

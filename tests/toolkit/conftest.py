@@ -1,13 +1,14 @@
 """Projects for the toolkit's tests, and the fixtures those tests share.
 
 The toolkit is the same files in every project (tests/test_toolkit_layout.py checks that), so it is
-tested once, here, not in every baked project. Each entry of PROJECTS (projects.py) is a project baked in-process
-when this module loads, under a package name of its own, so that the tests import its toolkit by
-name (`from forward_project.toolkit import bench`) and several configurations share one process.
+tested once, here, in place: each entry of PROJECTS (projects.py) is a project's package files,
+kept in tests/toolkit/projects/, installed under a package name of its own with its toolkit a link
+to the template's, so that the tests import the template's toolkit by each project's name
+(`from forward_project.toolkit import bench`) and several configurations share one process.
 A test that needs a model of its own sets the attributes of that project's `model` module.
 
-TOOLKIT_PROJECTS, when set, names a folder that holds these projects already baked, to import
-instead (`nox -s mutation_score` bakes them once, and mutmut mutates their toolkits).
+TOOLKIT_PROJECTS, when set, names a folder that holds these projects already installed, to import
+instead (`nox -s mutation_score` links their toolkits to the copy mutmut mutates).
 """
 
 from __future__ import annotations
@@ -25,15 +26,14 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.projects import PROJECTS, build_projects
+from toolkit.projects import PROJECTS, install
 
-if _BAKED := os.environ.get("TOOLKIT_PROJECTS"):
-    _SOURCE = Path(_BAKED).resolve()
+if _INSTALLED := os.environ.get("TOOLKIT_PROJECTS"):
+    _SOURCE = Path(_INSTALLED).resolve()
 else:
     _ROOT = Path(tempfile.mkdtemp(prefix="toolkit-projects-"))
     atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
-    # Baked first: cookiecutter puts back a copy of sys.path when it ends, so this inserts into that.
-    _SOURCE = build_projects(_ROOT)
+    _SOURCE = install(_ROOT)
 sys.path.insert(0, str(_SOURCE))
 # Each package switches off torch's device-backend autoload before torch is first imported.
 for _package in PROJECTS:

@@ -1,6 +1,12 @@
-"""The projects the toolkit's tests import: one bake per configuration, each a package of its own.
+"""The projects the toolkit's tests import: one per configuration, each a package of its own.
 
-Without torch or pytest, so that `nox -s mutation_score` bakes them too (tests/mutation_score.py).
+Each is a plain folder in tests/toolkit/projects/<name>/: a baked project's package files, but its
+toolkit, which install() links to the template's own (`{{cookiecutter.project_slug}}/src/...`), so
+that the tests import the toolkit from the template's tree and bake nothing.
+`nox -s toolkit_projects` writes the folders anew from fresh bakes after a change to the template's
+files; tests/test_toolkit_layout.py checks that they are what a bake makes.
+
+Without torch or pytest, so that `nox -s mutation_score` installs them too (tests/mutation_score.py).
 """
 
 from __future__ import annotations
@@ -12,7 +18,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from conftest import bake
+TEMPLATE = Path(__file__).resolve().parents[2]
+TOOLKIT = TEMPLATE / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}" / "toolkit"
+FOLDERS = Path(__file__).resolve().with_name("projects")
+"""tests/toolkit/projects/: each project's package files, the toolkit left out."""
 
 PROJECTS: dict[str, dict[str, str]] = {
     "forward_project": {},
@@ -43,12 +52,54 @@ def quiet() -> Iterator[None]:
         os.close(saved)
 
 
-def build_projects(root: Path) -> Path:
-    """Bake every project of PROJECTS into root; the folder to put on sys.path."""
-    source = root / "src"
-    source.mkdir()
+def package_files(package: Path) -> dict[str, bytes]:
+    """A baked package's files but its toolkit's (and what Python writes), by relative path."""
+    return {
+        path.relative_to(package).as_posix(): path.read_bytes()
+        for path in sorted(package.rglob("*"))
+        if path.is_file()
+        and path.relative_to(package).parts[0] != "toolkit"
+        and "__pycache__" not in path.parts
+    }
+
+
+def baked(root: Path) -> dict[str, Path]:
+    """Every project of PROJECTS baked into root, by name: its package folder."""
+    from conftest import bake
+
+    packages = {}
     for package, answers in PROJECTS.items():
         with quiet():  # the post-gen hook's next steps, printed by a process of its own
             project = bake(root / package, project_slug=package, package_name=package, **answers)
-        shutil.move(project / "src" / package, source / package)
+        packages[package] = project / "src" / package
+    return packages
+
+
+def write(scratch: Path) -> None:
+    """tests/toolkit/projects/ anew, from fresh bakes in scratch."""
+    shutil.rmtree(FOLDERS, ignore_errors=True)
+    for name, package in baked(scratch).items():
+        for relative, data in package_files(package).items():
+            (FOLDERS / name / relative).parent.mkdir(parents=True, exist_ok=True)
+            (FOLDERS / name / relative).write_bytes(data)
+
+
+def install(root: Path, toolkit: Path | None = TOOLKIT) -> Path:
+    """Each project of tests/toolkit/projects/ as a package under root/src, its toolkit a link to
+    `toolkit` (the template's), or none (mutation_score.py links each module to its copy); the
+    folder to put on sys.path."""
+    source = root / "src"
+    for name in PROJECTS:
+        shutil.copytree(FOLDERS / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        if toolkit is not None:
+            (source / name / "toolkit").symlink_to(toolkit, target_is_directory=True)
     return source
+
+
+if __name__ == "__main__":  # `nox -s toolkit_projects`
+    import tempfile
+
+    sys.path.insert(0, str(TEMPLATE / "tests"))
+    with tempfile.TemporaryDirectory() as scratch:
+        write(Path(scratch))
+    print(f"wrote {FOLDERS.relative_to(TEMPLATE)}/ from fresh bakes")

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
+from . import project
+
 TOOLKIT = Path(__file__).resolve().parent
-PACKAGE = TOOLKIT.parent
-"""Your package: yours wherever it is installed, site-packages included."""
 TORCH = Path(torch.__file__).resolve().parent
 
 
@@ -34,15 +34,21 @@ def library_roots() -> tuple[Path, ...]:
     return tuple(Path(root).resolve() for root in roots)
 
 
-@cache
 def kind(filename: str) -> str:
     """`yours`, `torch` (torch or this toolkit), or `library` (installed, or Python's own)."""
+    return kind_in(filename, project.current().folder)
+
+
+@cache
+def kind_in(filename: str, package: Path) -> str:
+    """kind() where `package` is your package's folder: yours wherever it is installed,
+    site-packages included."""
     if filename.startswith("<"):
         return "torch"  # generated code (<eval_with_key>, <frozen ...>): no line to show
     path = Path(filename).resolve()
     if path.is_relative_to(TOOLKIT) or path.is_relative_to(TORCH):
         return "torch"
-    if path.is_relative_to(PACKAGE):
+    if path.is_relative_to(package):
         return "yours"
     if any(path.is_relative_to(root) for root in library_roots()):
         return "library"

@@ -18,6 +18,7 @@ import importlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -33,6 +34,16 @@ class Project:
     def of(cls, package: str) -> Project:
         """The project whose package is `package`, importable by that name."""
         return cls(package, importlib.import_module(f"{package}.settings"))
+
+    @property
+    def folder(self) -> Path:
+        """The package's folder: yours, wherever it is installed."""
+        return Path(importlib.import_module(self.package).__file__).resolve().parent
+
+    @property
+    def pyproject(self) -> Path:
+        """The project's configuration beside src/ (none where the package is installed as a wheel)."""
+        return self.folder.parent.parent / "pyproject.toml"
 
     @property
     def model(self) -> ModuleType:

@@ -18,14 +18,13 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from .frames import PACKAGE
-
-PYPROJECT = PACKAGE.parent.parent / "pyproject.toml"
-"""The project's configuration, beside src/ (none where the package is installed as a wheel)."""
+from . import project
 
 
-def filters_of_the_tests(pyproject: Path = PYPROJECT) -> list[str]:
-    """The filterwarnings entries of the project's pytest configuration, in order."""
+def filters_of_the_tests(pyproject: Path | None = None) -> list[str]:
+    """The filterwarnings entries of the pytest configuration in `pyproject` (the served project's
+    by default), in order."""
+    pyproject = pyproject or project.current().pyproject
     try:
         import tomllib
     except ImportError:  # Python 3.10: its tests' filters cannot be read here
@@ -56,7 +55,7 @@ def apply(entry: str) -> None:
 
 
 @contextlib.contextmanager
-def as_the_tests_do(pyproject: Path = PYPROJECT) -> Iterator[None]:
+def as_the_tests_do(pyproject: Path | None = None) -> Iterator[None]:
     """Warnings filtered in the block as the project's tests filter them; a filter this module
     cannot apply (a category that does not import) is left out, as it fails the tests anyway."""
     with warnings.catch_warnings():

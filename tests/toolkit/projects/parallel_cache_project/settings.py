@@ -1,0 +1,30 @@
+"""This project's settings: the answers it was baked with, which the tools read at run time.
+
+The toolkit (toolkit/) is the same file for file in every project the template makes; what
+differs between projects is here and in what model.py declares. Each value below came from one
+answer to the template's prompts and goes with the files that answer brought, so change one only
+together with them (the template's README lists which files each answer brings).
+"""
+
+PROJECT = "parallel_cache_project"
+"""The distribution's name: export's bug report names the project it came from."""
+
+TORCH_NPU = "2.13.0"
+"""The torch_npu release pyproject.toml pins: the doctor compares the installed one with it."""
+
+MODE = "cache_compile"
+"""cache_compile: torch.npu.npugraph_ex.inference.cache_compile compiles the model's step and
+keeps the compiled graph on disk, in CACHE_DIR, for the next start to load."""
+
+CACHE_DIR = ".torchair_cache"
+"""cache_compile's folder, relative to where the MRE or a tool runs."""
+
+WORKLOAD = "forward"
+"""forward: one graph-mode step is one forward of the inputs example_inputs() returns."""
+
+PARALLEL = "tensor_parallel"
+"""tensor_parallel: torchrun ranks each hold the slice of every layer that parallel_plan() in
+model.py gives them."""
+
+CUSTOM_OP = "none"
+"""none: the model calls built-in operators only."""
