@@ -1,7 +1,12 @@
-"""Baking helpers shared by the template's tests: every combination of choices, baked in-process."""
+"""Baking helpers shared by the template's tests: every combination of choices, baked in-process.
+
+cookiecutter, copier and ruff are imported where a bake or a lint needs them: tests/toolkit bakes
+nothing, and runs where they are not installed.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -13,15 +18,12 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from cookiecutter import hooks
-from cookiecutter.environment import StrictEnvironment
-from cookiecutter.main import cookiecutter
-from copier import Settings, run_copy
-from filelock import FileLock
-from ruff.__main__ import find_ruff_bin
+
+if TYPE_CHECKING:
+    from copier import Settings
 
 TEMPLATE = Path(__file__).resolve().parents[1]
 CONTEXT = json.loads((TEMPLATE / "cookiecutter.json").read_text())
@@ -87,8 +89,14 @@ def combination_id(answers: dict[str, str]) -> str:
     return "-".join(answers[name] for name in CHOICES)
 
 
-RUFF = find_ruff_bin()
-"""The ruff this environment installed, run directly: `python -m ruff` doubles a lint's time."""
+def __getattr__(name: str) -> Any:
+    """RUFF: the ruff this environment installed, run directly (`python -m ruff` doubles a lint's
+    time), found when a test that lints first imports it."""
+    if name == "RUFF":
+        from ruff.__main__ import find_ruff_bin
+
+        return find_ruff_bin()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def isolated_config(workdir: Path, preset: dict[str, str] | None = None) -> Path:
@@ -106,6 +114,8 @@ def isolated_config(workdir: Path, preset: dict[str, str] | None = None) -> Path
 
 def bake(workdir: Path, preset: dict[str, str] | None = None, **answers: str) -> Path:
     """Bake into workdir/out with `answers` over the defaults; `preset` is a user config's default_context."""
+    from cookiecutter.main import cookiecutter
+
     config_file = isolated_config(workdir, preset)
     output_dir = workdir / "out"
     output_dir.mkdir(exist_ok=True)
@@ -135,6 +145,8 @@ def template_copy(folder: Path) -> Path:
 def copier_bake(template: Path, destination: Path, settings: Settings | None = None, **answers: str) -> Path:
     """`copier copy --trust --defaults` with `answers` as --data; `settings` stands in for the
     user's settings file (never read here)."""
+    from copier import Settings, run_copy
+
     run_copy(
         str(template), destination, data=answers, defaults=True, unsafe=True, quiet=True,
         settings=settings or Settings(),
@@ -231,7 +243,12 @@ def pytest_configure(config: pytest.Config) -> None:
     Cookiecutter makes new Jinja environments for every bake and compiled the template's files,
     file names, hooks and prompts again: more than half of a bake's time, and the tests bake
     hundreds of times. (Benchmarks import this module without this hook, and time a bake as users
-    wait for it.)"""
+    wait for it.) Without cookiecutter (tests/toolkit alone) nothing bakes."""
+    try:
+        from cookiecutter import hooks
+        from cookiecutter.environment import StrictEnvironment
+    except ImportError:
+        return
     compiled: dict[tuple, Any] = {}
     compile_source = StrictEnvironment.compile
 
@@ -243,13 +260,10 @@ def pytest_configure(config: pytest.Config) -> None:
         return compiled[key]
 
     StrictEnvironment.compile = compile_once
-    hooks.run_script_with_context = run_and_remove
+    hooks.run_script_with_context = functools.partial(run_and_remove, hooks.run_script_with_context)
 
 
-RUN_SCRIPT_WITH_CONTEXT = hooks.run_script_with_context
-
-
-def run_and_remove(script_path: str, cwd: str, context: dict[str, Any]) -> None:
+def run_and_remove(run: Callable[..., None], script_path: str, cwd: str, context: dict[str, Any]) -> None:
     """Run a hook as cookiecutter does, then remove its rendered copy. Cookiecutter leaves every
     rendered hook in the temp folder, on purpose (cookiecutter/cookiecutter#886): two files per
     bake, and the tests bake thousands of times. Here each is rendered into a folder of its own."""
@@ -257,7 +271,7 @@ def run_and_remove(script_path: str, cwd: str, context: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory(prefix="hook-") as folder:
         tempfile.tempdir = folder
         try:
-            RUN_SCRIPT_WITH_CONTEXT(script_path, cwd, context)
+            run(script_path, cwd, context)
         finally:
             tempfile.tempdir = saved
 
@@ -291,6 +305,8 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def once(folder: Path, key: str, make: Callable[[Path], Any]) -> Any:
     """make(folder/key)'s result, made once across xdist workers (the others wait for it) and
     read back as JSON by every caller."""
+    from filelock import FileLock
+
     folder.mkdir(exist_ok=True)
     done = folder / f"{key}.json"
     with FileLock(folder / f"{key}.lock"):

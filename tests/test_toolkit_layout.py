@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from conftest import CODE_VARIANTS, TEMPLATE, package_of
@@ -53,6 +56,22 @@ def test_the_toolkit_tests_projects_are_what_a_bake_makes(baked, name):
     project = baked(project_slug=name, package_name=name, **PROJECTS[name])
     fresh = package_files(project / "src" / name)
     assert package_files(FOLDERS / name) == fresh, "run `nox -s toolkit_projects`"
+
+
+def test_the_toolkit_tests_run_where_nothing_can_bake(tmp_path):
+    """tests/toolkit collects and runs where neither cookiecutter nor copier imports: it bakes
+    nothing, and tests the template's toolkit in place."""
+    for name in ("cookiecutter", "copier"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed here')\n")
+    environment = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, "-m", "pytest", "-n", "0", "-q", "-p", "no:cacheprovider"]
+    command += ["tests/toolkit", "-k", "test_frames"]
+    result = subprocess.run(
+        command, cwd=TEMPLATE, env=environment, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert " passed" in result.stdout.splitlines()[-1]
 
 
 def assignments(tree: ast.AST, name: str) -> list[ast.AST]:
