@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import cruft
@@ -86,6 +89,19 @@ def template_at(commit: str, folder: Path) -> Path:
     return folder
 
 
+def commit_the_template_as_it_is(template: Path, message: str) -> None:
+    """The next commit of `template` (a repository from template_at()): this template's files as
+    they are now, uncommitted changes included."""
+    for name in git(template, "ls-files").splitlines():
+        (template / name).unlink()
+    for name in git(TEMPLATE, "ls-files", "--cached", "--others", "--exclude-standard").splitlines():
+        if (TEMPLATE / name).is_file():
+            (template / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(TEMPLATE / name, template / name)
+    git(template, "add", "-A")
+    git(template, "commit", "-q", "-m", message)
+
+
 def test_a_project_from_before_the_plain_toolkit_updates_to_it_keeping_its_model(tmp_path):
     """A decode project baked before the toolkit became a plain library, with the user's own
     edit to model.py, takes cruft update: the toolkit and settings arrive as the template has
@@ -103,14 +119,7 @@ def test_a_project_from_before_the_plain_toolkit_updates_to_it_keeping_its_model
     model.write_text(model.read_text().replace("LAYERS = 2\n", "LAYERS = 4  # our model is deeper\n"))
     git(project, "commit", "-q", "-am", "our model")
 
-    for name in git(template, "ls-files").splitlines():
-        (template / name).unlink()
-    for name in git(TEMPLATE, "ls-files", "--cached", "--others", "--exclude-standard").splitlines():
-        if (TEMPLATE / name).is_file():
-            (template / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(TEMPLATE / name, template / name)
-    git(template, "add", "-A")
-    git(template, "commit", "-q", "-m", "the plain toolkit")
+    commit_the_template_as_it_is(template, "the plain toolkit")
 
     assert cruft.update(project, skip_apply_ask=True)
     assert "LAYERS = 4  # our model is deeper\n" in model.read_text()
@@ -160,6 +169,7 @@ def copier_update(project: Path) -> None:
 
 
 MODEL = "src/npu_graph_demo/model.py"
+MRE = "src/npu_graph_demo/mre.py"
 REPORT = "src/npu_graph_demo/toolkit/report.py"
 TEMPLATE_PACKAGE = Path("{{cookiecutter.project_slug}}", "src", "{{cookiecutter.package_name}}")
 # A line of model.py's docstring and of the toolkit that a newer template changes.
@@ -224,3 +234,82 @@ def test_copier_update_conflicts_only_where_both_changed_the_same_lines(tmp_path
     assert "Our model replaces the sample." in model
     assert NEW_DOCSTRING in model
     assert "import time  # wall clock\n" in (project / REPORT).read_text()
+
+
+# The last template release before the MRE became literal and the toolkit a library handed its
+# project: mre.py rewritten, tests/conftest.py a plugin line, test_cli.py and test_readme.py gone.
+BEFORE_THE_LITERAL_MRE = "40a2cf7"
+SEED = ("    torch.manual_seed(0)\n", "    torch.manual_seed(1234)  # our seed\n")
+"""A user's edit of a line of mre.py that the literal MRE keeps as it was."""
+FIRST_CALL = (
+    "    with torch.no_grad(), first_call(backend) as call:\n",
+    "    with torch.no_grad(), first_call(backend) as call:  # our first call\n",
+)
+"""A user's edit of a line of mre.py that the literal MRE rewrites."""
+
+
+def users_edits(project: Path, *mre_edits: tuple[str, str]) -> None:
+    """A team's commits on a baked project: fewer heads in model.py, and `mre_edits` to mre.py."""
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "baked")
+    package = project / "src" / "npu_graph_demo"
+    edit(package / "model.py", "HEADS = 8\n", "HEADS = 4  # our model has fewer heads\n")
+    for old, new in mre_edits:
+        edit(package / "mre.py", old, new)
+    git(project, "commit", "-q", "-am", "our model")
+
+
+def assert_the_new_layout(project: Path) -> None:
+    """The project holds the literal MRE's layout: the toolkit as the template has it, the plugin
+    conftest, no test of the CLI or the README; the user's model.py edit stays."""
+    package = project / "src" / "npu_graph_demo"
+    toolkit = TEMPLATE / TEMPLATE_PACKAGE / "toolkit"
+    kept = {path.name: path.read_bytes() for path in (package / "toolkit").glob("*.py")}
+    assert kept == {path.name: path.read_bytes() for path in toolkit.glob("*.py") if path.name in kept}
+    assert {"capture.py", "project.py", "testing.py"} <= set(kept)
+    assert "HEADS = 4  # our model has fewer heads\n" in (package / "model.py").read_text()
+    assert "first_call" not in (package / "mre.py").read_text().replace(FIRST_CALL[1], "")
+    assert "pytest_plugins" in (project / "tests" / "conftest.py").read_text()
+    assert not (project / "tests" / "test_cli.py").exists()
+    assert not (project / "tests" / "test_readme.py").exists()
+
+
+def test_cruft_update_from_before_the_literal_mre_reaches_it_keeping_the_users_edits(tmp_path):
+    """A project cruft made before the literal MRE, with the user's edits to model.py and to an
+    mre.py line the MRE keeps, takes cruft update: the new layout arrives, both edits stay,
+    nothing conflicts, and the MRE runs."""
+    template = template_at(BEFORE_THE_LITERAL_MRE, tmp_path / "template")
+    project = cruft.create(
+        str(template), output_dir=tmp_path / "projects", no_input=True, default_config=True
+    )  # fmt: skip
+    users_edits(project, SEED)
+    commit_the_template_as_it_is(template, "the literal MRE")
+
+    assert cruft.update(project, skip_apply_ask=True)
+    assert_the_new_layout(project)
+    assert SEED[1] in (project / "src" / "npu_graph_demo" / "mre.py").read_text()
+    assert conflicted(project) == []
+    environment = {**os.environ, "PYTHONPATH": str(project / "src"), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    run = subprocess.run(
+        [sys.executable, "-m", "npu_graph_demo.mre"], cwd=project, env=environment,
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_copier_update_from_before_the_literal_mre_conflicts_only_at_the_users_line(tmp_path):
+    """A project copier made before the literal MRE, whose user edited an mre.py line the MRE
+    rewrites, takes copier update: the new layout arrives, and the one conflict is that line, in
+    mre.py alone."""
+    template = template_at(BEFORE_THE_LITERAL_MRE, tmp_path / "template")
+    project = copier_bake(template, tmp_path / "project")
+    users_edits(project, FIRST_CALL)
+    commit_the_template_as_it_is(template, "the literal MRE")
+
+    copier_update(project)
+    assert_the_new_layout(project)
+    assert conflicted(project) == [MRE]
+    mre = (project / MRE).read_text()
+    (conflict,) = re.findall(r"<<<<<<< .*?>>>>>>> [^\n]*\n", mre, flags=re.DOTALL)
+    assert FIRST_CALL[1] in conflict
