@@ -1,5 +1,5 @@
 """Tasks for the template repository: `nox -s demo`, `nox -s tests`, `nox -s lint`, `nox -s speed`,
-`nox -s copier_yml`, `nox -s works_with`, `nox -s mutations`, `nox -s mutation_score`."""
+`nox -s copier_yml`, `nox -s readme`, `nox -s works_with`, `nox -s mutations`, `nox -s mutation_score`."""
 
 from __future__ import annotations
 
@@ -86,6 +86,14 @@ def copier_yml(session: nox.Session) -> None:
     """Write copier.yml's questions from cookiecutter.json again (cog), after a change to either."""
     session.install(COG, "jinja2")  # copier_support/hook_rules.py, which the questions call, imports it
     session.run("cog", "-r", "-I", "copier_support", "copier.yml")
+
+
+@nox.session
+def readme(session: nox.Session) -> None:
+    """Write the READMEs' blocks from the code again (cog, readme_support/), after a change to
+    what they state (toolkit/socs.py, the post-gen hook's REMOVE_WHEN)."""
+    session.install(COG)
+    session.run("cog", "-r", "-I", "readme_support", "README.md", "{{cookiecutter.project_slug}}/README.md")
 
 
 @nox.session

@@ -112,9 +112,9 @@ MUTATIONS = (
     ),
     Mutation(
         "every SoC captures aclgraphs",
-        f"{TOOLKIT}/backend.py",
-        '    a2 = soc[:11] in {"Ascend910B1",',
-        '    return True\n    a2 = soc[:11] in {"Ascend910B1",',
+        f"{TOOLKIT}/socs.py",
+        "    if soc[:11] in A2 and not soc[11:12].isdigit():",
+        "    return True\n    if soc[:11] in A2 and not soc[11:12].isdigit():",
         "tests/toolkit/test_backend.py -k soc",
         None,
     ),

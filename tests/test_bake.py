@@ -38,6 +38,7 @@ COMMON_FILES = {
     "src/{package}/toolkit/profile.py",
     "src/{package}/toolkit/project.py",
     "src/{package}/toolkit/rehearsal.py",
+    "src/{package}/toolkit/socs.py",
     "src/{package}/toolkit/report.py",
     "src/{package}/toolkit/state.py",
     "src/{package}/toolkit/testing.py",

@@ -19,32 +19,19 @@ from dataclasses import dataclass
 import torch
 import torch._dynamo
 
+from .socs import (
+    CAPTURE_SOCS,
+    NO_CAPTURE_PREFIXES,
+    NO_CAPTURE_SOCS,
+    NO_NPUGRAPH_EX_PREFIX,
+    WHY_NOT_ON_310P,
+    can_capture,
+)
+
 BACKEND_ENV = "NPUGRAPH_BACKEND"
 """Set to a torch.compile backend name (npugraph_ex, aot_eager, eager, inductor, ...) to force it."""
 
 STAND_IN = "aot_eager"
-# SoCs known not to run npugraph_ex, named in the fallback reason (can_capture() is an allowlist:
-# a name in none of these is refused too). torch_npu's aclgraph captures on none of the first
-# generation of Ascend 910, including the exact name "Ascend910B" (not an Atlas A2 part), nor on
-# 310B: IsCaptureSupported() (torch_npu csrc/core/npu/interface/AclInterface.cpp) leaves them out.
-NO_CAPTURE_SOCS = (
-    "Ascend910A",
-    "Ascend910ProA",
-    "Ascend910PremiumA",
-    "Ascend910ProB",
-    "Ascend910B",
-)
-NO_CAPTURE_PREFIXES = ("Ascend310B",)
-# 310P is another case: from torch_npu 26.1.0 (all the releases this template pins) aclgraph
-# captures there (Ascend/pytorch 1dde879bd adds Ascend310P1..P7 to IsCaptureSupported()), but
-# npugraph_ex is not supported there: TorchAir's product list has no 310P, and vllm-ascend turns
-# npugraph_ex off on it ("npugraph_ex is not supported on Ascend 310P", ascend_config.py).
-NO_NPUGRAPH_EX_PREFIX = "Ascend310P"
-WHY_NOT_ON_310P = (
-    "aclgraph captures there from torch_npu 26.1.0, but TorchAir's product list has no 310P and "
-    "vllm-ascend turns npugraph_ex off on it"
-)
-CAPTURE_SOCS = "Atlas A2 (Ascend910B1-B4), Atlas A3 (Ascend910_93xx) or Ascend 950"
 CANN_HINT = "source the CANN set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh)"
 ACLOP_CAPTURE_ERROR = "Cannot run aclop operators during NPU graph capture"
 ACLOP_CAPTURE_HINT = (
@@ -63,18 +50,6 @@ DETERMINISTIC_RECOMPILE = (
 deterministic level (torch_npu/dynamo/_deterministic_guard.py, a guard that reads
 `torch_npu.npu._get_deterministic_level() == <level>`): a change recompiles, and cache_compile
 takes any recompile for a reason to delete its cache ("Skip cache as ... recompiled")."""
-
-
-def can_capture(soc: str) -> bool:
-    """Whether this SoC (torch.npu.get_device_name) is one npugraph_ex captures aclgraphs on."""
-    # An allowlist, from TorchAir's product list: Atlas A2 is Ascend910B1..B4 with variants such
-    # as Ascend910B2C and Ascend910B4-1, Atlas A3 is Ascend910_93xx, then Ascend950xx and
-    # Ascend910_95xx. torch_npu's aclgraph tests skip unless the name starts with "Ascend910B" or
-    # "Ascend910_93", but that prefix also admits the first-generation "Ascend910B".
-    a2 = soc[:11] in {"Ascend910B1", "Ascend910B2", "Ascend910B3", "Ascend910B4"}
-    if a2 and not soc[11:12].isdigit():
-        return True
-    return soc.startswith(("Ascend910_93", "Ascend910_95", "Ascend950"))
 
 
 def capture_refusal(soc: str) -> str:

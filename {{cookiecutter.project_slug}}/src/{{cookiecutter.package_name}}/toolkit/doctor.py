@@ -169,7 +169,8 @@ def check_torch_npu() -> list[Check]:
         fix = "check `npu-smi info`, the driver, and ASCEND_RT_VISIBLE_DEVICES"
         return [*checks, Check("npu", "FAIL", "no NPU visible", fix)]
     soc = torch.npu.get_device_name(0)
-    from .backend import ACLOP_CAPTURE_HINT, CAPTURE_SOCS, can_capture, capture_refusal
+    from .backend import ACLOP_CAPTURE_HINT, capture_refusal
+    from .socs import CAPTURE_SOCS, can_capture
 
     if not can_capture(soc):
         fix = f"run graph mode on {CAPTURE_SOCS}"
