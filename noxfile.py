@@ -91,7 +91,8 @@ def copier_yml(session: nox.Session) -> None:
 @nox.session
 def readme(session: nox.Session) -> None:
     """Write the READMEs' blocks from the code again (cog, readme_support/), after a change to
-    what they state (toolkit/socs.py, the post-gen hook's REMOVE_WHEN)."""
+    what they state (toolkit/socs.py, toolkit/commands.py, the
+    post-gen hook's REMOVE_WHEN)."""
     session.install(COG)
     session.run("cog", "-r", "-I", "readme_support", "README.md", "{{cookiecutter.project_slug}}/README.md")
 

@@ -9,6 +9,7 @@ tests/test_readme_tables.py fails while a block differs from what the code says.
 
 from __future__ import annotations
 
+import re
 import runpy
 import textwrap
 from pathlib import Path
@@ -42,4 +43,30 @@ def pruned() -> str:
     for (question, answer), paths in table.items():
         files = ", ".join(f"`{path.replace('src/{package}/', '')}`" for path in paths)
         rows.append(f"| `{question}={answer}` | {files} |")
+    return "\n".join(rows)
+
+
+def anchor(title: str) -> str:
+    """The link GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
+
+def tools() -> str:
+    """The project README's tools table, from toolkit/commands.py: each command's row in Jinja
+    conditions on the answers that leave its module out (the post-gen hook's table)."""
+    commands = runpy.run_path(str(TOOLKIT / "commands.py"))["COMMANDS"]
+    pruned = runpy.run_path(str(HOOK))["REMOVE_WHEN"]
+    rows = ["| command | what it answers |", "|---|---|"]
+    for name, command in commands.items():
+        path = f"src/{{package}}/{command.module.replace('.', '/')}.py"
+        kept_unless = [
+            f'cookiecutter.{question} != "{answer}"'
+            for (question, answer), paths in pruned.items()
+            if path in paths
+        ]
+        ranks = '{{ " [--nproc-per-node N]" if cookiecutter.parallel == "tensor_parallel" else "" }}'
+        usage = " ".join(filter(None, [name, command.options.replace("|", "\\|")]))
+        more = f" ([{command.section}](#{anchor(command.section)}))" if command.section else ""
+        row = f"| `{usage}{ranks if command.ranks else ''}` | {command.answers}{more} |"
+        rows += [f"{{%- if {' and '.join(kept_unless)} %}}", row, "{%- endif %}"] if kept_unless else [row]
     return "\n".join(rows)

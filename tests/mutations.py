@@ -1285,7 +1285,7 @@ MUTATIONS = (
     ),
     Mutation(
         "the command line runs generate without the project's loop",
-        f"{PACKAGE}/__main__.py",
+        f"{TOOLKIT}/commands.py",
         '        "generate",\n        "your loop',
         '        "toolkit.generation",\n        "your loop',
         "tests/test_generate.py -k exits_0",
@@ -2601,9 +2601,9 @@ MUTATIONS = (
     ),
     Mutation(
         "the command line runs vllm-check for export-hf",
-        f"{PACKAGE}/__main__.py",
-        '    "export-hf": (\n        "toolkit.export_hf",',
-        '    "export-hf": (\n        "toolkit.vllm_check",',
+        f"{TOOLKIT}/commands.py",
+        '    "export-hf": Command(\n        "toolkit.export_hf",',
+        '    "export-hf": Command(\n        "toolkit.vllm_check",',
         "tests/test_export_hf.py -k seeded_weights",
         DECODE,
     ),

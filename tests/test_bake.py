@@ -31,6 +31,7 @@ COMMON_FILES = {
     "src/{package}/toolkit/bench.py",
     "src/{package}/toolkit/capture.py",
     "src/{package}/toolkit/check.py",
+    "src/{package}/toolkit/commands.py",
     "src/{package}/toolkit/contract.py",
     "src/{package}/toolkit/doctor.py",
     "src/{package}/toolkit/export.py",

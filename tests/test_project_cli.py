@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from conftest import package_of, run_in
@@ -12,6 +11,13 @@ VARIANTS = {
     "forward": {},
     "decode, op-plugin op": {"workload": "decode", "custom_op": "in_place", "op_registration": "op_plugin"},
 }
+OFFERED = {
+    "forward": ["check", "doctor", "bench", "profile", "export"],
+    "decode, op-plugin op": [
+        "check", "doctor", "generate", "bench", "profile", "export", "export-hf", "vllm-check", "opschema"
+    ],
+}  # fmt: skip
+"""The commands each variant offers: those whose module the bake keeps."""
 
 
 @pytest.fixture(params=VARIANTS.values(), ids=VARIANTS.keys(), scope="module")
@@ -24,10 +30,13 @@ def command_line(project, *arguments: str):
 
 
 def commands_of(project) -> dict[str, str]:
-    """The commands __main__.py offers, with what each answers, read from its table."""
-    source = (project / "src" / package_of(project) / "__main__.py").read_text()
-    table = source[source.index("COMMANDS = {") : source.index("\n}\n")]
-    return dict(re.findall(r'"([\w-]+)": \(\s*"[\w.]+",\s*"([^"]+)",?\s*\)', table))
+    """The commands the project offers, with what each answers (toolkit/commands.py)."""
+    package = package_of(project)
+    listed = f"import json; from {package}.toolkit.commands import offered; "
+    listed += f"print(json.dumps({{name: c.answers for name, c in offered({package!r}).items()}}))"
+    result = run_in(project, "-c", listed, timeout=600)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
 
 
 def test_help_lists_every_command_with_what_it_answers(project):
@@ -37,12 +46,17 @@ def test_help_lists_every_command_with_what_it_answers(project):
     assert result.returncode == 0
     assert result.stdout.startswith(f"usage: python -m {package_of(project)} ")
     listing = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith("  ")}
-    commands = commands_of(project)
-    assert {"check", "doctor", "bench", "profile", "export"} <= commands.keys()
-    for command, about in commands.items():
+    for command, about in commands_of(project).items():
         assert about in " ".join(result.stdout.split()), command
         assert command in listing or command in result.stdout
     assert f"python -m {package_of(project)}.mre" in result.stdout
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_command_is_offered_where_its_module_is_kept(baked, variant):
+    """A forward project offers no generate, export-hf, vllm-check or opschema: the bake left
+    their modules out; a decode project with an op-plugin op offers every command."""
+    assert list(commands_of(baked(**VARIANTS[variant]))) == OFFERED[variant]
 
 
 def test_an_unknown_command_is_a_usage_error_naming_it_and_the_valid_ones(project):

@@ -12,7 +12,7 @@ READMES = ["README.md", "{{cookiecutter.project_slug}}/README.md"]
 
 def test_each_readme_block_is_what_cog_writes_from_the_code():
     """A hand edit of a block between cog's marks, or a change to its source (toolkit/socs.py,
-    the post-gen hook's REMOVE_WHEN) without `nox -s readme`, fails here."""
+    toolkit/commands.py, the post-gen hook's REMOVE_WHEN) without `nox -s readme`, fails here."""
     command = [sys.executable, "-m", "cogapp", "--check", "-I", "readme_support", *READMES]
     check = subprocess.run(command, cwd=TEMPLATE, capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stdout + check.stderr

@@ -7,41 +7,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from .toolkit.commands import offered
 from .toolkit.project import Project, using
-
-# Command → (module of this package, what it answers); each module has main(arguments, prog). Modules load only when their command runs:
-# `--help` stays instant, and a broken torch cannot stop the doctor from starting.
-COMMANDS = {
-    "check": (
-        "toolkit.check",
-        "is my model ready for graph mode? one compile as the MRE's, the ladder if it fails",
-    ),
-    "doctor": (
-        "toolkit.doctor",
-        "why won't graph mode run on this machine? OK / WARN / FAIL with fixes",
-    ),
-    "bench": ("toolkit.bench", "eager against graph mode on the same model and inputs"),
-    "profile": (
-        "toolkit.profile",
-        "where a step's time goes, eager against graph, in a profiler trace",
-    ),
-    "export": (
-        "toolkit.export",
-        "the MRE and your model in one self-contained file for a bug report",
-    ),
-    "generate": (
-        "generate",
-        "your loop (generate.py): eager prefill, then the decode step in graph mode",
-    ),
-    "export-hf": (
-        "toolkit.export_hf",
-        "your model as a Hugging Face folder for vLLM, and the vllm serve command for an NPU",
-    ),
-    "vllm-check": (
-        "toolkit.vllm_check",
-        "does vLLM, given your weights, generate your greedy tokens?",
-    ),
-}
 
 
 def your_code_failed(error: ImportError | SyntaxError) -> str | None:
@@ -73,17 +40,20 @@ def your_code_failed(error: ImportError | SyntaxError) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    width = max(map(len, COMMANDS))
-    listing = "\n".join(f"  {name:<{width}}  {about}" for name, (_, about) in COMMANDS.items())
+    # Each command's module loads only when it runs: `--help` stays instant, and a broken torch
+    # cannot stop the doctor from starting.
+    commands = offered(__package__)
+    width = max(map(len, commands))
+    listing = "\n".join(f"  {name:<{width}}  {about.answers}" for name, about in commands.items())
     parser = argparse.ArgumentParser(
         prog=f"python -m {__package__}",
         description=f"commands:\n{listing}\n\nThe MRE itself: python -m {__package__}.mre",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", choices=COMMANDS, metavar="command", help="one of the above")
+    parser.add_argument("command", choices=commands, metavar="command", help="one of the above")
     parser.add_argument("arguments", nargs=argparse.REMAINDER, help="the command's own (--help)")
     parsed = parser.parse_args(argv)
-    module_name, _ = COMMANDS[parsed.command]
+    module_name = commands[parsed.command].module
     prog = f"python -m {__package__} {parsed.command}"
     try:
         module = importlib.import_module(f".{module_name}", __package__)
