@@ -6,12 +6,12 @@ import shlex
 
 import pytest
 from conftest import CHOICES, TEMPLATE
-from mutations import MUTATIONS, problems_with, union
+from mutations import MUTATIONS, Mutation, occurrences, planted, problems_with, union
 
 
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=[mutation.name for mutation in MUTATIONS])
-def test_old_text_occurs_exactly_once(mutation):
-    """Each mutation's old text is in its file exactly once, so it plants one known bug."""
+def test_pattern_occurs_exactly_once(mutation):
+    """Each mutation's pattern is in its function (or its file) exactly once, so it plants one known bug."""
     assert problems_with([mutation]) == []
 
 
@@ -45,3 +45,46 @@ def test_union_keeps_each_folders_files_together():
     for a file named after another folder's."""
     selections = ["tests/toolkit/a.py -k x", "tests/b.py -k y", "tests/toolkit/c.py -k z"]
     assert union(selections).split(" -k ")[0] == "tests/b.py tests/toolkit/a.py tests/toolkit/c.py"
+
+
+SOURCE = """\
+def first(value):
+    if value:
+        return value + 1
+    return None
+
+
+class Second:
+    def method(self, value):
+        if value:
+            return value + 1
+{%- if cookiecutter.workload == "decode" %}
+        return value
+{%- endif %}
+
+
+def third():
+    return 1
+"""
+
+
+def test_a_pattern_is_planted_in_its_function_only():
+    """A pattern that also occurs in another function is planted in the one the mutation names."""
+    mutation = Mutation("x", "f.py", "return value + 1", "return value - 1", "t.py -k x", within="method")
+    assert occurrences(SOURCE, mutation) == 1
+    assert planted(SOURCE, mutation) == SOURCE.replace(
+        "            return value + 1", "            return value - 1"
+    )
+
+
+def test_a_function_ends_where_the_next_definition_starts():
+    """A function's body runs past a Jinja tag at the margin and ends at the next line indented no deeper."""
+    assert occurrences(SOURCE, Mutation("x", "f.py", "return value\n", "", "t", within="method")) == 1
+    assert occurrences(SOURCE, Mutation("x", "f.py", "return 1", "", "t", within="method")) == 0
+
+
+def test_a_function_defined_twice_or_never_plants_nothing():
+    """A mutation whose function is not defined exactly once is reported, not planted at random."""
+    twice = SOURCE + "\n\ndef first():\n    return 2\n"
+    assert occurrences(twice, Mutation("x", "f.py", "return None", "", "t", within="first")) == 0
+    assert occurrences(SOURCE, Mutation("x", "f.py", "return None", "", "t", within="fourth")) == 0
