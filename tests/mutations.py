@@ -143,7 +143,7 @@ MUTATIONS = (
     ),
     Mutation(
         "npu export moves the model to the CPU",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/literal_mre.py",
         'new = ".npu()" if self.npu else f\'.to("{self.device}")\'',
         "new = f'.to(\"{self.device}\")'",
         "tests/toolkit/test_export_targets.py -k moves_to_the_npu",
@@ -363,7 +363,7 @@ MUTATIONS = (
     ),
     Mutation(
         "export leaves out the module of yours that your model imports for what it registers",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         "                self.whole(origin)\n",
         "",
         "tests/test_export.py -k export_runs_your_mre",
@@ -436,7 +436,7 @@ MUTATIONS = (
     ),
     Mutation(
         "export calls __file__ an undefined name",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         "return sorted(global_reads(text) - bound - set(dir(builtins)) - SCRIPT_NAMES)",
         "return sorted(global_reads(text) - bound - set(dir(builtins)))",
         "tests/toolkit/test_export_bundle.py -k defined_in_every_script",
@@ -445,7 +445,7 @@ MUTATIONS = (
     ),
     Mutation(
         "export ignores data files found through __file__",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         'LOCATING_NAMES = {"__file__", "__spec__", "__path__", "__loader__"}',
         'LOCATING_NAMES = {"__spec__", "__path__", "__loader__"}',
         "tests/toolkit/test_export.py -k 'data_file and __file__'",
@@ -453,7 +453,7 @@ MUTATIONS = (
     ),
     Mutation(
         "export ignores data files found through importlib.resources",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         'LOCATING_MODULES = {"importlib.resources", "importlib_resources", "pkgutil"}',
         'LOCATING_MODULES = {"importlib_resources", "pkgutil"}',
         "tests/toolkit/test_export.py -k 'data_file and importlib'",
@@ -462,7 +462,7 @@ MUTATIONS = (
     # Issue 20: export's own mutation survivors, caught on small stand-in projects.
     Mutation(
         "export lets the MRE use a module object",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         "        refuse_module_objects(module, sorted(set(whole) & global_reads(text)))\n",
         "",
         "tests/toolkit/test_export_bundle.py -k module_object",
@@ -471,7 +471,7 @@ MUTATIONS = (
     ),
     Mutation(
         "export writes a renamed import among the others, which ruff's isort splits",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         "return sorted([plain, *renamed] if plain else renamed, key=lambda names: isort_key(names[0]))",
         "return [ordered]",
         "tests/toolkit/test_export_bundle.py -k imports_merge",
@@ -480,7 +480,7 @@ MUTATIONS = (
     ),
     Mutation(
         "export calls `import os` and `import os.path` two different imports",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         "return alias.name if alias.asname else name  # `import torch.nn` binds torch",
         "return alias.name",
         "tests/toolkit/test_export_bundle.py -k imports_merge",
@@ -489,7 +489,7 @@ MUTATIONS = (
     ),
     Mutation(
         "export drops what a toolkit module imported whole registers",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         'if all(bound.startswith("_") for bound in statement.binds):',
         "if False:",
         "tests/toolkit/test_export_bundle.py -k registers",
@@ -507,7 +507,7 @@ MUTATIONS = (
     ),
     Mutation(
         "export imports torch to bundle an op-plugin project, before a project's tests start its run",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         "from .opschema import schema",
         "from .op_plugin import schema",
         "tests/toolkit/test_export.py -k bundling_imports_no_torch",
@@ -524,7 +524,7 @@ MUTATIONS = (
     ),
     Mutation(
         "npu export half-writes a select_backend() called with arguments",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/literal_mre.py",
         "        and not (node.value.args or node.value.keywords)\n",
         "",
         "tests/toolkit/test_export_bundle.py -k no_target_can_write",
@@ -533,7 +533,7 @@ MUTATIONS = (
     ),
     Mutation(
         "npu export writes config = None",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/literal_mre.py",
         "options = self.options() if self.npu else None",
         "options = None",
         "tests/toolkit/test_export_targets.py -k npugraph_ex_options_literally",
@@ -542,7 +542,7 @@ MUTATIONS = (
     ),
     Mutation(
         "portable export keeps a config that nothing reads",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/literal_mre.py",
         "for step in (self.cut_branches, self.literals, self.pass_config, self.drop_unread_config):",
         "for step in (self.cut_branches, self.literals, self.pass_config):",
         "tests/toolkit/test_export_targets.py -k else_branch",
@@ -1862,7 +1862,7 @@ MUTATIONS = (
     ),
     Mutation(
         "export tells a user to rename the toolkit's name that clashes with theirs",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         "if len(yours) == 1:",
         "if False:",
         "tests/toolkit/test_export_bundle.py -k yours_to_rename",
@@ -2556,7 +2556,7 @@ MUTATIONS = (
     ),
     Mutation(
         "export names the first module that finds data files only",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         "found at {', '.join(locating)})",
         "found at {', '.join(locating[:1])})",
         "tests/toolkit/test_export_bundle.py -k every_module_that_finds",
@@ -2564,7 +2564,7 @@ MUTATIONS = (
     ),
     Mutation(
         "export names the first project import inside a function only",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         "sorted(set(nested))",
         "sorted(set(nested[:1]))",
         "tests/toolkit/test_export_bundle.py -k every_project_import_inside",
@@ -2572,7 +2572,7 @@ MUTATIONS = (
     ),
     Mutation(
         "export names the first module object only",
-        f"{TOOLKIT}/export.py",
+        f"{TOOLKIT}/bundle.py",
         "{', '.join(sorted(used))}",
         "{', '.join(sorted(used)[:1])}",
         "tests/toolkit/test_export_bundle.py -k module_object_of_yours",

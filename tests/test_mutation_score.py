@@ -70,8 +70,8 @@ def test_a_projects_toolkit_module_answers_to_the_shared_copys_name():
 
 def test_a_mutant_is_named_by_its_file_and_function():
     """The table's module and the survivors' function: stable names, not mutmut's mangled ones."""
-    method = f"{PACKAGE}.toolkit.export.xǁBundlerǁwhole__mutmut_3"
-    assert (module_of(method), function_of(method)) == ("toolkit/export.py", "export.Bundler.whole")
+    method = f"{PACKAGE}.toolkit.bundle.xǁBundlerǁwhole__mutmut_3"
+    assert (module_of(method), function_of(method)) == ("toolkit/bundle.py", "bundle.Bundler.whole")
     shared = f"{SHARED_TOOLKIT}.report.x_first_call__mutmut_3"
     assert (module_of(shared), function_of(shared)) == ("toolkit/report.py", "report.first_call")
     hook = "hooks.answer_rules.x_check_slug__mutmut_12"

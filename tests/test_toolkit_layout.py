@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import subprocess
@@ -92,25 +93,48 @@ def assignments(tree: ast.AST, name: str) -> list[ast.AST]:
     return values
 
 
-def named_modules(tree: ast.AST, argument: ast.AST, seen: frozenset[str] = frozenset()) -> set[str]:
+@functools.cache
+def parsed(source: str) -> ast.AST:
+    """A module's tree, parsed once: a sibling read twice is the same module."""
+    return ast.parse(source)
+
+
+def imported_from(tree: ast.AST, siblings: dict[str, str]) -> dict[str, ast.AST]:
+    """The names a module imports from a sibling module (`from .bundle import ENTRY`), each with
+    the sibling's parsed source."""
+    return {
+        alias.asname or alias.name: parsed(siblings[node.module])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module in siblings
+        for alias in node.names
+    }
+
+
+def named_modules(tree: ast.AST, argument: ast.AST, siblings: dict[str, str], seen: set) -> set[str]:
     """Every dotted part of a module name that `argument` can spell: its strings and f-strings'
-    text split at the dots, and through each variable, the variable's name and what it is set to."""
+    text split at the dots, and through each variable, the variable's name and what it is set to,
+    in the module or in the sibling it is imported from. `seen`: the (module, name) pairs followed
+    already, each once."""
     parts = set()
     for node in ast.walk(argument):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             parts |= {part.strip() for part in node.value.split(".")}
-        elif isinstance(node, ast.Name) and node.id not in seen:
+        elif isinstance(node, ast.Name) and (id(tree), node.id) not in seen:
+            seen.add((id(tree), node.id))
             parts.add(node.id)
-            for value in assignments(tree, node.id):
-                parts |= named_modules(tree, value, seen | {node.id})
+            origin = imported_from(tree, siblings).get(node.id)
+            where = tree if origin is None else origin
+            for value in assignments(where, node.id):
+                parts |= named_modules(where, value, siblings, seen)
     return parts
 
 
-def imported_rooms(source: str) -> set[str]:
+def imported_rooms(source: str, siblings: dict[str, str] | None = None) -> set[str]:
     """The user's rooms a module's source imports: `from .. import mre`, `from ..mre import x`,
-    or importlib.import_module() of a string, an f-string or a variable naming one."""
+    or importlib.import_module() of a string, an f-string or a variable naming one, set in the
+    module or in a sibling (`siblings`: name → source) it imports it from."""
     tree = ast.parse(source)
-    imported = set()
+    imported, seen = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level >= 2:
             module = (node.module or "").split(".")[0]
@@ -120,7 +144,7 @@ def imported_rooms(source: str) -> set[str]:
             getattr(node.func, "id", None),
         ):
             for argument in node.args:
-                imported |= named_modules(tree, argument)
+                imported |= named_modules(tree, argument, siblings or {}, seen)
     return imported & USER_ROOMS
 
 
@@ -145,6 +169,13 @@ def test_an_import_of_the_users_rooms_is_found_however_it_is_written(source, roo
     assert imported_rooms(source) == rooms
 
 
+def test_an_import_of_the_users_rooms_is_found_through_a_name_from_a_sibling():
+    """A module name set in another toolkit module and imported from there is seen through too."""
+    source = "from .names import ENTRY\nimportlib.import_module(ENTRY)"
+    assert imported_rooms(source, {"names": 'ENTRY = f"{PACKAGE}.mre"'}) == {"mre"}
+    assert imported_rooms(source, {"names": 'ENTRY = f"{PACKAGE}.model"'}) == set()
+
+
 # The modules whose input is a room: export bundles mre.py itself, reading it as a document and
 # running it to verify the bundle, and refuses loudly what it cannot read; the project's test
 # fixtures (testing.py) and its two-rank worker run the MRE, as your tests are of it.
@@ -155,4 +186,5 @@ READS_A_ROOM = {"export.py": {"mre"}, "two_ranks.py": {"mre"}, "testing.py": {"m
 def test_the_toolkit_never_imports_the_users_rooms(name):
     """Imports point from the user's files into the toolkit, never back: a user's edit to mre.py or
     generate.py cannot silently change what a tool does."""
-    assert imported_rooms((TOOLKIT / name).read_text()) == READS_A_ROOM.get(name, set())
+    siblings = {path.stem: path.read_text() for path in TOOLKIT.glob("*.py")}
+    assert imported_rooms((TOOLKIT / name).read_text(), siblings) == READS_A_ROOM.get(name, set())

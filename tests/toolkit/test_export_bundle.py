@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from forward_project.toolkit import export
+from forward_project.toolkit import bundle, export
 
 STAND_IN = "snippet"
 """The stand-in project's package: export bundles it in place of this project."""
@@ -46,9 +46,10 @@ def project(tmp_path, monkeypatch) -> Iterator[Callable[..., Path]]:
     """
     root = tmp_path / "src"
     monkeypatch.syspath_prepend(root)
-    monkeypatch.setattr(export, "PACKAGE", STAND_IN)
-    monkeypatch.setattr(export, "TOOLKIT", f"{STAND_IN}.toolkit")
-    monkeypatch.setattr(export, "ENTRY", f"{STAND_IN}.mre")
+    for module in (bundle, export):  # export reads them from bundle, and so binds them too
+        monkeypatch.setattr(module, "PACKAGE", STAND_IN)
+        monkeypatch.setattr(module, "TOOLKIT", f"{STAND_IN}.toolkit")
+        monkeypatch.setattr(module, "ENTRY", f"{STAND_IN}.mre")
 
     def write(sources: dict[str, str]) -> Path:
         package = root / STAND_IN
@@ -669,20 +670,20 @@ def test_a_name_the_file_would_not_define_is_refused(project):
 def test_undefined_names_are_found():
     """The verifier finds a name read but never bound, at module level and inside functions."""
     text = "import torch\n\nX = torch.ones(1)\n\n\ndef f(a):\n    return a + Missing + X\n\nprint(Other)\n"
-    assert export.undefined_names(text) == ["Missing", "Other"]
+    assert bundle.undefined_names(text) == ["Missing", "Other"]
 
 
 def test_file_is_defined_in_every_script():
     """__file__ is no undefined name: Python defines it in every script, the exported one too."""
     text = "from pathlib import Path\n\nHERE = Path(__file__).parent\n"
-    assert export.undefined_names(text) == []
+    assert bundle.undefined_names(text) == []
 
 
 def test_a_module_that_is_not_python_source_is_refused():
     """A module this tool cannot read as source (built in, or missing) is named."""
     for name in ["sys", "a_module_nowhere", "a_package_nowhere.module"]:
         with pytest.raises(export.BundleError) as refused:
-            export.source_of(name)
+            bundle.source_of(name)
         assert str(refused.value) == f"{name} is not a Python source file this tool can bundle"
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import RUFF
 
-from forward_project.toolkit import backend
+from forward_project.toolkit import backend, bundle
 from toolkit.projects import PROJECTS
 
 TARGETS = ["npu", "portable"]
@@ -228,10 +228,8 @@ def test_every_name_beside_your_code_is_read(package, target):
 def test_the_default_sample_s_file_is_model_py_and_at_most_60_lines_of_code_more(target):
     """The default sample's file holds at most 60 lines of code (not blank, not comments) more
     than model.py's own, beyond its docstring and imports."""
-    model = export_of("forward_project").load("forward_project.model")
-    beside = code_lines(exported_text("forward_project", target)) - code_lines(
-        export_of("forward_project").body_text(model)
-    )
+    model = bundle.load("forward_project.model")
+    beside = code_lines(exported_text("forward_project", target)) - code_lines(bundle.body_text(model))
     assert beside <= BUDGET
 
 
