@@ -320,3 +320,21 @@ def test_under_torchrun_the_uncaught_error_prints_its_report(
     sys.excepthook(RuntimeError, error, error.__traceback__)
     assert previous.calls[1] == (RuntimeError, error, error.__traceback__)
     assert capsys.readouterr().err == ""
+
+
+def test_a_rank_claims_its_failure_as_the_error_leaves_its_block(
+    previous, monkeypatch, tmp_path, capsys, store
+):
+    """The failure is claimed when the error leaves the rank's block, before its process group
+    goes: the peer whose collective fails then, and reports before this rank's excepthook runs,
+    reports as the later rank."""
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path / "error.json"))
+    error = raised(compile_error)
+    report_when_uncaught(error, 1, 2)
+    (tmp_path / "rank0").mkdir()
+    peer = raised(shape_error, "Connection closed by peer")
+    assert report(peer, 0, 2, tmp_path / "rank0" / "error.json")[0].startswith(
+        "[rank0]: failed after rank 1: "
+    )
+    sys.excepthook(type(error), error, error.__traceback__)
+    assert capsys.readouterr().err.startswith(f"[rank1]: ValueError: {SHARDING}\n")

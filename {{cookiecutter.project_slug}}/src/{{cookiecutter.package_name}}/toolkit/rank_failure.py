@@ -108,13 +108,25 @@ def first_to_fail(rank: int, cause: str) -> tuple[int, str]:
     return int(first), first_cause
 
 
-def report(error: BaseException, rank: int, size: int, error_file: Path) -> list[str]:
+def cause_of(error: BaseException) -> str:
+    """The root cause of `error` in one line, as the ranks compare it."""
+    return one_line(root_cause(chain(error)))
+
+
+def report(
+    error: BaseException,
+    rank: int,
+    size: int,
+    error_file: Path,
+    claimed: tuple[int, str] | None = None,
+) -> list[str]:
     """What this rank prints for `error`: nothing when an earlier rank failed the same way.
-    Writes the full traceback beside torchrun's error file, and the error file itself."""
+    Writes the full traceback beside torchrun's error file, and the error file itself.
+    `claimed`: first_to_fail()'s answer, where the rank asked already; else it asks now."""
     links = chain(error)
     root = root_cause(links)
     cause, at = one_line(root), where(links)
-    first, first_cause = first_to_fail(rank, cause)
+    first, first_cause = claimed or first_to_fail(rank, cause)
     full = error_file.with_name("traceback.txt")
     full.write_text("".join(traceback.format_exception(error)))
     if first != rank:
@@ -152,11 +164,15 @@ def report_when_uncaught(error: BaseException, rank: int, size: int) -> None:
     """If `error` ends this process, print report()'s lines instead of its traceback.
 
     Only under torchrun, which gives each rank an error file (TORCHELASTIC_ERROR_FILE) and keeps
-    it: the full traceback goes beside it. An error some caller catches is never reported.
+    it: the full traceback goes beside it. An error some caller catches is never reported. The
+    first failure is claimed at once, as the error leaves the rank's block.
     """
     error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not error_file:
         return
+    # Claimed now, while this rank's process group stands: once the group is destroyed on the
+    # way out, the other ranks' collectives fail too, and one of them would claim first.
+    claimed = first_to_fail(rank, cause_of(error))
     previous: Callable[..., None] = sys.excepthook
 
     def excepthook(
@@ -166,7 +182,7 @@ def report_when_uncaught(error: BaseException, rank: int, size: int) -> None:
             previous(kind, value, tb)
             return
         try:
-            lines = report(error, rank, size, Path(error_file))
+            lines = report(error, rank, size, Path(error_file), claimed)
         except Exception:  # noqa: BLE001  (reporting must not hide the error itself)
             previous(kind, value, tb)
             return

@@ -100,11 +100,12 @@ def portable(path: str) -> Any:
     sys.modules[PACKAGE] = None  # any import of it raises ImportError, installed or not
     try:
         infer_one_step = runpy.run_path(path, run_name="exported")["infer_one_step"]
+        # In plain sequence, as the file's guard runs it: a failing rank's group is destroyed by
+        # main(), once the rank has claimed the failure.
         dist.init_process_group("gloo")
-        try:
-            return infer_one_step()
-        finally:
-            dist.destroy_process_group()
+        output = infer_one_step()
+        dist.destroy_process_group()
+        return output
     finally:
         del sys.modules[PACKAGE]
 
@@ -156,6 +157,10 @@ def main(folder: Path, exported: str) -> None:
             failures = importlib.import_module(f"{PACKAGE}.toolkit.rank_failure")
             rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
             failures.report_when_uncaught(error, rank, size)
+            # Only now: the other rank's collectives fail once the group goes, and must not
+            # claim the failure first.
+            if dist.is_initialized():
+                dist.destroy_process_group()
             raise
     results["mre"] = run_step(folder, "mre", mre)
     results["bench"] = run_step(folder, "bench", lambda: command(BENCH))
