@@ -756,6 +756,15 @@ MUTATIONS = (
         within="export_refusal",
     ),
     Mutation(
+        "a failing rank tells its failure only once its process ends, after its peers'",
+        f"{TOOLKIT}/rank_failure.py",
+        'print("\\n".join(lines), file=sys.stderr, flush=True)',
+        "pass",
+        "tests/toolkit/test_rank_failure.py -k 'leaving_the_block or claims_and_tells'",
+        None,
+        within="report_when_uncaught",
+    ),
+    Mutation(
         "every failing rank prints its root cause",
         f"{TOOLKIT}/rank_failure.py",
         "if first != rank:",

@@ -161,18 +161,25 @@ def report(
 
 
 def report_when_uncaught(error: BaseException, rank: int, size: int) -> None:
-    """If `error` ends this process, print report()'s lines instead of its traceback.
+    """`error` is leaving this rank's block: print report()'s lines now, and if the error ends
+    the process, no traceback after them.
 
     Only under torchrun, which gives each rank an error file (TORCHELASTIC_ERROR_FILE) and keeps
-    it: the full traceback goes beside it. An error some caller catches is never reported. The
-    first failure is claimed at once, as the error leaves the rank's block.
+    it: the full traceback goes beside it. The failure is claimed and told at once, while this
+    rank's process group stands: once the group is destroyed on the way out, the other ranks'
+    collectives fail too, and their lines must come after the cause. A report that fails leaves
+    the traceback as it is.
     """
     error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not error_file:
         return
-    # Claimed now, while this rank's process group stands: once the group is destroyed on the
-    # way out, the other ranks' collectives fail too, and one of them would claim first.
-    claimed = first_to_fail(rank, cause_of(error))
+    try:
+        claimed = first_to_fail(rank, cause_of(error))
+        lines = report(error, rank, size, Path(error_file), claimed)
+    except Exception:  # noqa: BLE001  (reporting must not hide the error itself)
+        return
+    if lines:
+        print("\n".join(lines), file=sys.stderr, flush=True)
     previous: Callable[..., None] = sys.excepthook
 
     def excepthook(
@@ -181,12 +188,9 @@ def report_when_uncaught(error: BaseException, rank: int, size: int) -> None:
         if value is not error:
             previous(kind, value, tb)
             return
-        try:
-            lines = report(error, rank, size, Path(error_file), claimed)
-        except Exception:  # noqa: BLE001  (reporting must not hide the error itself)
-            previous(kind, value, tb)
-            return
-        if lines:
-            print("\n".join(lines), file=sys.stderr, flush=True)
+        # Told already. The files once more: the traceback has grown on its way out, and
+        # torch's @record may have written its own error file over this one since.
+        with contextlib.suppress(Exception):
+            report(error, rank, size, Path(error_file), claimed)
 
     sys.excepthook = excepthook
