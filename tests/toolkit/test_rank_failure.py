@@ -295,31 +295,37 @@ def test_outside_torchrun_the_traceback_stays_as_it_is(previous, monkeypatch):
     assert sys.excepthook is previous
 
 
-def test_under_torchrun_the_error_leaving_the_block_prints_its_report(
+def test_under_torchrun_the_uncaught_error_prints_its_report(
     previous, monkeypatch, tmp_path, capsys, no_store
 ):
-    """The error leaving the rank's block prints report()'s lines at once, and no traceback when
-    it ends the process; any other error goes to the hook as before."""
+    """The error ending the rank prints report()'s lines instead of its traceback; any other
+    error, and one whose report fails, goes to the hook as before."""
     monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path / "error.json"))
     error = raised(compile_error)
     report_when_uncaught(error, 0, 4)
+    assert capsys.readouterr().err == ""  # an error some caller catches is never reported
+    sys.excepthook(type(error), error, error.__traceback__)
     printed = capsys.readouterr().err
     assert printed.startswith(f"[rank0]: ValueError: {SHARDING}\n")
     assert "--nproc-per-node 4" in printed
     assert printed.endswith(
         "full traceback (the first of 4 ranks to fail): " + str(tmp_path / "traceback.txt") + "\n"
     )
-    sys.excepthook(type(error), error, error.__traceback__)
-    assert (previous.calls, capsys.readouterr().err) == ([], "")
+    assert previous.calls == []
 
     other = raised(shape_error, "other")
     sys.excepthook(ValueError, other, other.__traceback__)
     assert previous.calls == [(ValueError, other, other.__traceback__)]
 
+    monkeypatch.setattr(rank_failure, "report", lambda *arguments: 1 / 0)
+    sys.excepthook(RuntimeError, error, error.__traceback__)
+    assert previous.calls[1] == (RuntimeError, error, error.__traceback__)
+    assert capsys.readouterr().err == ""
 
-def test_the_hook_writes_the_error_file_again_over_records(previous, monkeypatch, tmp_path, no_store):
+
+def test_the_hook_writes_the_error_file_over_records(previous, monkeypatch, tmp_path, no_store):
     """torch's @record writes its own error file as the error passes; the hook writes the
-    report's once more, last."""
+    report's last."""
     monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path / "error.json"))
     error = raised(compile_error)
     report_when_uncaught(error, 0, 2)
@@ -329,24 +335,39 @@ def test_the_hook_writes_the_error_file_again_over_records(previous, monkeypatch
     assert message["message"].startswith(f"ValueError: {SHARDING}")
 
 
-def test_a_report_that_fails_leaves_the_traceback_as_it_is(previous, monkeypatch, tmp_path, capsys):
-    """Reporting must not hide the error: where report() fails, nothing is printed and the
-    traceback prints as before."""
-    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path / "error.json"))
-    monkeypatch.setattr(rank_failure, "report", lambda *arguments: 1 / 0)
-    report_when_uncaught(raised(compile_error), 0, 2)
-    assert (sys.excepthook, capsys.readouterr().err) == (previous, "")
-
-
-def test_a_rank_claims_and_tells_its_failure_as_the_error_leaves_its_block(
+def test_a_rank_claims_its_failure_as_the_error_leaves_its_block(
     previous, monkeypatch, tmp_path, capsys, store
 ):
-    """The failure is claimed and told when the error leaves the rank's block, before its
-    process group goes: the peer whose collective fails then reports as the later rank, after."""
+    """The failure is claimed when the error leaves the rank's block, before its process group
+    goes: the peer whose collective fails then reports as the later rank."""
     monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path / "error.json"))
-    report_when_uncaught(raised(compile_error), 1, 2)
-    assert capsys.readouterr().err.startswith(f"[rank1]: ValueError: {SHARDING}\n")
+    error = raised(compile_error)
+    report_when_uncaught(error, 1, 2)
     (tmp_path / "rank0").mkdir()
     peer = raised(shape_error, "Connection closed by peer")
-    lines = report(peer, 0, 2, tmp_path / "rank0" / "error.json")
-    assert lines[0].startswith("[rank0]: failed after rank 1: ")
+    assert report(peer, 0, 2, tmp_path / "rank0" / "error.json")[0].startswith(
+        "[rank0]: failed after rank 1: "
+    )
+    sys.excepthook(type(error), error, error.__traceback__)
+    assert capsys.readouterr().err.startswith(f"[rank1]: ValueError: {SHARDING}\n")
+
+
+def test_a_later_rank_prints_its_line_after_the_first_ranks_cause(
+    previous, monkeypatch, tmp_path, capsys, store
+):
+    """The first rank marks its cause told once printed; a later rank waits for that mark
+    before its own line, so the cause comes first in torchrun's output."""
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path / "error.json"))
+    first = raised(compile_error)
+    report_when_uncaught(first, 1, 2)
+    (tmp_path / "rank0").mkdir()
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(tmp_path / "rank0" / "error.json"))
+    later = raised(shape_error, "Connection closed by peer")
+    report_when_uncaught(later, 0, 2)  # the hook now in place is rank 0's
+    events = []
+    monkeypatch.setattr(rank_failure, "after_the_cause", lambda: events.append("waited"))
+    sys.excepthook(type(later), later, later.__traceback__)
+    events.append(capsys.readouterr().err.split(":")[0])
+    assert events == ["waited", "[rank0]"]
+    rank_failure.told()
+    assert rank_failure.torchruns_store().get(rank_failure.key("told")) == b"1"

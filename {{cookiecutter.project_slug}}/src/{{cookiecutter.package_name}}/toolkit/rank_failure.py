@@ -30,6 +30,8 @@ from .frames import user_frame
 # Asking torchrun's store which rank failed first: a loaded machine answers in well under this,
 # and a store that is gone (torchrun is stopping) makes this rank report as the first.
 STORE_TIMEOUT = timedelta(seconds=30)
+TOLD_TIMEOUT = timedelta(seconds=10)
+"""How long a later rank waits for the first rank's cause to be printed before its own line."""
 LONGEST = 600
 """The longest cause shown, in characters: a shape message is shorter, a repr of a graph longer."""
 
@@ -90,22 +92,42 @@ def hint(cause: str, size: int) -> str:
     return ""
 
 
+def torchruns_store() -> dist.TCPStore:
+    """A client of torchrun's store (an exception where it cannot be reached)."""
+    return dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        is_master=False,
+        timeout=STORE_TIMEOUT,
+    )
+
+
+def key(name: str) -> str:
+    """A key of this project's in torchrun's store, which keeps keys of its own there."""
+    return f"{project.PACKAGE}/{name}"
+
+
 def first_to_fail(rank: int, cause: str) -> tuple[int, str]:
     """The rank that failed first and its cause, claimed atomically in torchrun's store; this
     rank and its cause when the store cannot be reached."""
     claim = f"{rank}\n{cause}"
-    # Under the project's name: the store is torchrun's, which keeps keys of its own there.
-    key = f"{project.PACKAGE}/first_failure"
     with contextlib.suppress(Exception):  # no store: this rank says it all rather than nothing
-        store = dist.TCPStore(
-            os.environ["MASTER_ADDR"],
-            int(os.environ["MASTER_PORT"]),
-            is_master=False,
-            timeout=STORE_TIMEOUT,
-        )
-        claim = store.compare_set(key, "", claim).decode()
+        claim = torchruns_store().compare_set(key("first_failure"), "", claim).decode()
     first, _, first_cause = claim.partition("\n")
     return int(first), first_cause
+
+
+def told() -> None:
+    """Mark that the first rank to fail has printed its cause."""
+    with contextlib.suppress(Exception):
+        torchruns_store().set(key("told"), "1")
+
+
+def after_the_cause() -> None:
+    """Wait, at most TOLD_TIMEOUT, until the first rank to fail has printed its cause: a
+    consequence's line comes after it (that rank may have caught its error, and print none)."""
+    with contextlib.suppress(Exception):
+        torchruns_store().wait([key("told")], TOLD_TIMEOUT)
 
 
 def cause_of(error: BaseException) -> str:
@@ -161,25 +183,18 @@ def report(
 
 
 def report_when_uncaught(error: BaseException, rank: int, size: int) -> None:
-    """`error` is leaving this rank's block: print report()'s lines now, and if the error ends
-    the process, no traceback after them.
+    """If `error` ends this process, print report()'s lines instead of its traceback.
 
     Only under torchrun, which gives each rank an error file (TORCHELASTIC_ERROR_FILE) and keeps
-    it: the full traceback goes beside it. The failure is claimed and told at once, while this
-    rank's process group stands: once the group is destroyed on the way out, the other ranks'
-    collectives fail too, and their lines must come after the cause. A report that fails leaves
-    the traceback as it is.
+    it: the full traceback goes beside it. An error some caller catches is never reported. The
+    failure is claimed at once, while this rank's process group stands: once the group is
+    destroyed on the way out, the other ranks' collectives fail too, and one of them would
+    claim first. A later rank prints its line after the first rank's cause.
     """
     error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not error_file:
         return
-    try:
-        claimed = first_to_fail(rank, cause_of(error))
-        lines = report(error, rank, size, Path(error_file), claimed)
-    except Exception:  # noqa: BLE001  (reporting must not hide the error itself)
-        return
-    if lines:
-        print("\n".join(lines), file=sys.stderr, flush=True)
+    claimed = first_to_fail(rank, cause_of(error))
     previous: Callable[..., None] = sys.excepthook
 
     def excepthook(
@@ -188,9 +203,17 @@ def report_when_uncaught(error: BaseException, rank: int, size: int) -> None:
         if value is not error:
             previous(kind, value, tb)
             return
-        # Told already. The files once more: the traceback has grown on its way out, and
-        # torch's @record may have written its own error file over this one since.
-        with contextlib.suppress(Exception):
-            report(error, rank, size, Path(error_file), claimed)
+        try:
+            lines = report(error, rank, size, Path(error_file), claimed)
+        except Exception:  # noqa: BLE001  (reporting must not hide the error itself)
+            previous(kind, value, tb)
+            return
+        first = claimed[0] == rank
+        if lines and not first:
+            after_the_cause()
+        if lines:
+            print("\n".join(lines), file=sys.stderr, flush=True)
+        if first:
+            told()
 
     sys.excepthook = excepthook
